@@ -1,0 +1,27 @@
+# Two commands do everything on a fresh machine: `make run` and `make test`.
+# Both start with `make setup`, which creates or reuses .venv/ and installs guardian.
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.guardian-setup-stamp
+EXAMPLE ?= examples/gaslighting.txt
+
+.PHONY: setup run test check lint clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml scripts/setup.sh
+	bash scripts/setup.sh
+	touch $(STAMP)
+
+run: setup
+	$(VENV)/bin/guardian watch $(EXAMPLE)
+
+test: setup
+	bash scripts/check
+
+lint: setup
+	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/mypy
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,131 @@
+"""Settings: defaults < TOML file (user config dir) < GUARDIAN_* environment < CLI flags.
+
+Unknown keys and wrong types are errors that name the key: a typo in a config file
+must not silently fall back to a default.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from functools import cache
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic_settings import (
+    BaseSettings,
+    PydanticBaseSettingsSource,
+    SettingsConfigDict,
+    TomlConfigSettingsSource,
+)
+
+from guardian import locations
+from guardian.errors import ConfigError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class LLMSettings(_Section):
+    """The optional second opinion: any OpenAI-compatible endpoint."""
+
+    base_url: str | None = None
+    model: str = "gpt-4o-mini"
+    api_key: SecretStr | None = None
+    timeout_s: float = 30.0
+    max_retries: int = 2
+    samples: int = Field(default=5, ge=1, description="self-consistency votes")
+    temperature: float = 0.7
+    band: tuple[float, float] = (0.3, 0.8)
+    max_calls: int = Field(default=20, ge=0, description="LLM calls allowed per conversation")
+    max_tokens: int = Field(default=60_000, ge=0, description="LLM tokens allowed per conversation")
+
+
+class StoreSettings(_Section):
+    """The Chroma example store."""
+
+    path: Path | None = None
+    server_url: str | None = None
+    collection: str = "mentalmanip"
+
+
+class LocalModelSettings(_Section):
+    artifact_dir: Path | None = None
+    threshold: float | None = None
+
+
+class AudioSettings(_Section):
+    whisper_model: str | None = None
+    device: str | int | None = None
+    silence_s: float = 0.6
+    max_utterance_s: float = 20.0
+    speakers: int = 2
+
+
+class MonitorSettings(_Section):
+    window: int = Field(default=10, ge=1)
+    detector_timeout_s: float = 5.0
+    queue_size: int = Field(default=256, ge=1)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="GUARDIAN_",
+        env_nested_delimiter="__",
+        extra="forbid",
+        frozen=True,
+    )
+
+    detectors: list[str] = Field(default_factory=lambda: ["keyphrases"])
+    max_transcript_mb: float = 20.0
+    max_turn_chars: int = 100_000
+    log_level: Literal["debug", "info", "warning", "error"] = "warning"
+    llm: LLMSettings = LLMSettings()
+    store: StoreSettings = StoreSettings()
+    local: LocalModelSettings = LocalModelSettings()
+    audio: AudioSettings = AudioSettings()
+    monitor: MonitorSettings = MonitorSettings()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        sources: list[PydanticBaseSettingsSource] = [init_settings, env_settings]
+        path = locations.config_file()
+        if path.is_file():
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+
+def _describe(exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+    if err["type"] == "extra_forbidden":
+        return f"unknown configuration key {key!r}"
+    return f"configuration key {key!r}: {err['msg']}"
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Build settings, turning validation and TOML errors into one-line ConfigErrors."""
+    path = locations.config_file()
+    if path.is_file():
+        try:
+            tomllib.loads(path.read_text(encoding="utf-8"))
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"config file {path} is not valid TOML: {exc}") from None
+    try:
+        return Settings(**overrides)
+    except ValidationError as exc:
+        raise ConfigError(_describe(exc)) from None
+
+
+@cache
+def settings() -> Settings:
+    """The process-wide settings, loaded once on first use (never at import)."""
+    return load_settings()

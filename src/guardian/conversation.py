@@ -1,0 +1,110 @@
+"""The conversation model: turns, windows and verbatim evidence.
+
+These types cross every module boundary (readers, detectors, monitor, sinks),
+so they are frozen pydantic models: immutable, typed, and JSON round-trippable.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Turn(_Frozen):
+    """One utterance. `index` is its position in the whole conversation, kept in windows."""
+
+    index: int = Field(ge=0)
+    speaker: str
+    text: str
+    start: float | None = None
+    end: float | None = None
+    source: str = "text"
+
+
+class Evidence(_Frozen):
+    """A quote found verbatim in one turn: `turn`'s text[start:end] == quote."""
+
+    turn: int = Field(ge=0)
+    quote: str = Field(min_length=1)
+    start: int = Field(ge=0)
+    end: int = Field(ge=0)
+
+    @model_validator(mode="after")
+    def _span_matches_quote(self) -> Evidence:
+        if self.end - self.start != len(self.quote):
+            raise ValueError("evidence span length must equal the quote length")
+        return self
+
+
+class Conversation(_Frozen):
+    """An ordered list of turns; windows keep the original turn indices."""
+
+    id: str = "conversation"
+    turns: tuple[Turn, ...] = ()
+
+    @classmethod
+    def from_pairs(
+        cls, pairs: Iterable[tuple[str, str]], *, id: str = "conversation", source: str = "text"
+    ) -> Conversation:
+        turns = tuple(
+            Turn(index=i, speaker=speaker, text=text, source=source)
+            for i, (speaker, text) in enumerate(pairs)
+        )
+        return cls(id=id, turns=turns)
+
+    def __len__(self) -> int:
+        return len(self.turns)
+
+    def __iter__(self) -> Iterator[Turn]:  # type: ignore[override]
+        return iter(self.turns)
+
+    @property
+    def speakers(self) -> tuple[str, ...]:
+        """Speakers in order of first appearance."""
+        seen: dict[str, None] = {}
+        for turn in self.turns:
+            seen.setdefault(turn.speaker, None)
+        return tuple(seen)
+
+    @property
+    def last(self) -> Turn | None:
+        return self.turns[-1] if self.turns else None
+
+    def turn(self, index: int) -> Turn:
+        """The turn whose conversation index is `index` (not the position in a window)."""
+        for turn in self.turns:
+            if turn.index == index:
+                return turn
+        raise KeyError(f"turn {index} is not in this conversation window")
+
+    def window(self, size: int | None) -> Conversation:
+        """The last `size` turns (all turns when size is None)."""
+        if size is None or size >= len(self.turns):
+            return self
+        return self.model_copy(update={"turns": self.turns[-size:] if size > 0 else ()})
+
+    def upto(self, index: int) -> Conversation:
+        """Turns up to and including conversation index `index`."""
+        return self.model_copy(update={"turns": tuple(t for t in self.turns if t.index <= index)})
+
+    def append(
+        self,
+        speaker: str,
+        text: str,
+        *,
+        start: float | None = None,
+        end: float | None = None,
+        source: str = "text",
+    ) -> Conversation:
+        index = self.turns[-1].index + 1 if self.turns else 0
+        turn = Turn(index=index, speaker=speaker, text=text, start=start, end=end, source=source)
+        return self.model_copy(update={"turns": (*self.turns, turn)})
+
+    def as_text(self) -> str:
+        """`Speaker: text` lines, the MentalManip layout the models were trained on."""
+        return "\n".join(f"{t.speaker}: {t.text}" for t in self.turns)

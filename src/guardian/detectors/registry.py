@@ -1,0 +1,70 @@
+"""One registry for every detector, built-in or third-party.
+
+Built-ins are declared as entry points in guardian's own pyproject.toml, in the
+same `guardian.detectors` group a plugin package uses, so there is no second,
+hand-maintained list that could drift from what is installed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cache
+from importlib.metadata import EntryPoint, entry_points
+from typing import Any
+
+from guardian.detectors.base import Detector
+from guardian.errors import DetectorNotFound, GuardianError
+
+GROUP = "guardian.detectors"
+DetectorFactory = Callable[..., Detector]
+
+_extra: dict[str, DetectorFactory] = {}
+
+
+@cache
+def _entry_points() -> dict[str, EntryPoint]:
+    return {ep.name: ep for ep in entry_points(group=GROUP)}
+
+
+def register(name: str, factory: DetectorFactory) -> None:
+    """Register a detector at run time (tests, notebooks); entry points are the normal route."""
+    _extra[name] = factory
+
+
+def unregister(name: str) -> None:
+    _extra.pop(name, None)
+
+
+def names() -> list[str]:
+    return sorted({*_entry_points(), *_extra})
+
+
+def factory(name: str) -> DetectorFactory:
+    if name in _extra:
+        return _extra[name]
+    ep = _entry_points().get(name)
+    if ep is None:
+        known = ", ".join(names()) or "none"
+        raise DetectorNotFound(f"no detector named {name!r} (installed: {known})")
+    try:
+        loaded = ep.load()
+    except ImportError as exc:
+        raise GuardianError(
+            f"detector {name!r} could not be imported ({exc}); reinstall with `make setup`"
+        ) from exc
+    if not callable(loaded):
+        raise GuardianError(f"entry point {name!r} does not point at a detector class or factory")
+    return loaded  # type: ignore[no-any-return]
+
+
+def create(name: str, **options: Any) -> Detector:
+    detector = factory(name)(**options)
+    if not isinstance(detector, Detector):
+        raise GuardianError(f"detector {name!r} did not produce a guardian Detector")
+    return detector
+
+
+def create_many(spec: str | list[str]) -> list[Detector]:
+    """Detectors from a comma-separated spec or a list of names."""
+    wanted = [s.strip() for s in spec.split(",")] if isinstance(spec, str) else list(spec)
+    return [create(n) for n in wanted if n]

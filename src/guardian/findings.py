@@ -1,0 +1,124 @@
+"""What detectors say: findings, intents and the per-turn assessment."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from guardian.conversation import Evidence
+from guardian.taxonomy import FaceAct, Technique, Vulnerability
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Finding(_Frozen):
+    """One reason to worry, backed by verbatim evidence.
+
+    Exactly one of `technique` (one of the 11) or `pattern` (a derived pattern such
+    as ``key_phrase`` or ``persistent_pressure``) names what was found.
+    """
+
+    technique: Technique | None = None
+    pattern: str | None = None
+    score: float = Field(ge=0.0, le=1.0)
+    evidence: tuple[Evidence, ...] = ()
+    vulnerabilities: tuple[Vulnerability, ...] = ()
+    speaker: str | None = None
+    detector: str
+    explanation: str = ""
+
+    @model_validator(mode="after")
+    def _one_label(self) -> Finding:
+        if (self.technique is None) == (self.pattern is None):
+            raise ValueError("a finding names exactly one of technique or pattern")
+        return self
+
+    @property
+    def label(self) -> str:
+        return self.technique.value if self.technique is not None else str(self.pattern)
+
+    @property
+    def key(self) -> tuple[str, tuple[tuple[int, int, int], ...]]:
+        """Identity for de-duplication across turns: what was found, and where."""
+        return self.label, tuple((e.turn, e.start, e.end) for e in self.evidence)
+
+
+class Intent(_Frozen):
+    """What a speaker is doing with one turn (seed 002 face acts)."""
+
+    turn: int = Field(ge=0)
+    speaker: str
+    face_act: FaceAct
+    score: float = Field(ge=0.0, le=1.0)
+    intention: str
+    domain_intention: str | None = None
+    role: str | None = None
+    detector: str
+
+
+class DetectorError(_Frozen):
+    """A detector that failed or timed out; the assessment records it instead of crashing."""
+
+    detector: str
+    kind: Literal["error", "timeout", "unavailable"] = "error"
+    message: str
+
+
+class Assessment(_Frozen):
+    """Everything known after one turn: probability, decision, findings, intents."""
+
+    conversation_id: str = "conversation"
+    turn: int = Field(ge=-1, description="conversation index of the latest turn assessed; -1 when empty")
+    probability: float | None = Field(default=None, ge=0.0, le=1.0)
+    decision: bool = False
+    threshold: float | None = None
+    techniques: dict[Technique, float] = Field(default_factory=dict)
+    vulnerabilities: dict[Vulnerability, float] = Field(default_factory=dict)
+    findings: tuple[Finding, ...] = ()
+    intents: tuple[Intent, ...] = ()
+    manipulator: str | None = None
+    detectors: tuple[str, ...] = ()
+    errors: tuple[DetectorError, ...] = ()
+    latency_ms: float = 0.0
+
+    @classmethod
+    def merge(
+        cls, parts: Iterable[Assessment], *, conversation_id: str, turn: int, latency_ms: float = 0.0
+    ) -> Assessment:
+        """Combine several detectors' assessments of the same window.
+
+        The probability is the most confident model's (the maximum): a cheap screen
+        must not be able to vote a stronger detector down.
+        """
+        parts = list(parts)
+        probs = [p.probability for p in parts if p.probability is not None]
+        probability = max(probs) if probs else None
+        decision = any(p.decision for p in parts)
+        techniques: dict[Technique, float] = {}
+        vulnerabilities: dict[Vulnerability, float] = {}
+        for p in parts:
+            for t, s in p.techniques.items():
+                techniques[t] = max(s, techniques.get(t, 0.0))
+            for v, s in p.vulnerabilities.items():
+                vulnerabilities[v] = max(s, vulnerabilities.get(v, 0.0))
+        thresholds = [p.threshold for p in parts if p.threshold is not None and p.probability == probability]
+        manipulators = [p.manipulator for p in parts if p.manipulator]
+        return cls(
+            conversation_id=conversation_id,
+            turn=turn,
+            probability=probability,
+            decision=decision,
+            threshold=thresholds[0] if thresholds else None,
+            techniques=techniques,
+            vulnerabilities=vulnerabilities,
+            findings=tuple(f for p in parts for f in p.findings),
+            intents=tuple(i for p in parts for i in p.intents),
+            manipulator=manipulators[0] if manipulators else None,
+            detectors=tuple(d for p in parts for d in p.detectors),
+            errors=tuple(e for p in parts for e in p.errors),
+            latency_ms=latency_ms,
+        )
