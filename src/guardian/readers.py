@@ -201,6 +201,8 @@ def _parse_lines(text: str, source: str) -> Iterator[RawTurn]:
             if current is not None:
                 yield current
             current = RawTurn(parsed[0], parsed[1], number)
+        elif current is None and not any(ch.isalnum() for ch in line):
+            continue  # stray punctuation before the first turn (seen in MentalManip rows)
         elif current is None:
             raise InputError(
                 f"expected 'Name: text' (a speaker name, a colon, then what they said), got {_preview(line)}",

@@ -1,0 +1,1 @@
+"""Dataset loaders, metrics and benchmarks."""
