@@ -8,6 +8,7 @@ else is an internal error (exit 1), with the traceback only under --debug.
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -98,9 +99,113 @@ def list_detectors() -> None:
 
 # --- intent (issue 4): eval faceacts ------------------------------------------------------------
 
+
+@eval_app.command("faceacts")
+def eval_faceacts(
+    file: Annotated[str, typer.Argument(help="Face-act CSV: conversation_id,turn,speaker,utterance,face_act.")],
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text | json")] = "text",
+    cv: Annotated[
+        bool,
+        typer.Option("--cv", help="Cross-validate on the file itself (5 conversation folds, out-of-fold scores)."),
+    ] = False,
+) -> None:
+    """Face-act accuracy, macro-F1, per-class P/R/F1 and latency of the intent model on a CSV."""
+    from guardian.detectors.intent_cli import run_eval_faceacts
+
+    if output_format not in ("text", "json"):
+        raise fail("--format must be one of text, json")
+    run_eval_faceacts(file, output_format=output_format, cv=cv)
+
+
+@app.command("train-intent")
+def train_intent(
+    out: Annotated[
+        str | None, typer.Option("--out", help="Folder for the artifact (default: the user cache).")
+    ] = None,
+    data: Annotated[str | None, typer.Option("--data", help="Face-act CSV (default: the bundled one).")] = None,
+) -> None:
+    """Rebuild the intent (face-act) model from the labelled data, deterministically."""
+    from guardian.detectors.intent_cli import run_train_intent
+
+    run_train_intent(out=out, data=data)
+
+
 # --- retrieval + LLM agents (issue 5): index --------------------------------------------------
 
 # --- monitor + TUI (issue 6): watch, report ---------------------------------------------------
+
+
+@app.command()
+def watch(
+    file: Annotated[
+        str | None,
+        typer.Argument(help="Transcript or chat log; '-' reads standard input; none: type the chat yourself."),
+    ] = None,
+    speed: Annotated[float | None, typer.Option("--speed", help="Replay speed in turns per second.")] = None,
+    instant: Annotated[bool, typer.Option("--instant", help="Replay as fast as the detectors allow.")] = False,
+    follow: Annotated[bool, typer.Option("--follow", "-F", help="Keep reading what is appended to FILE.")] = False,
+    headless: Annotated[
+        bool, typer.Option("--headless", help="Print JSON Lines events instead of the TUI (automatic in a pipe).")
+    ] = False,
+    resume: Annotated[
+        Path | None, typer.Option("--resume", help="Reopen a session log and continue it.")
+    ] = None,
+    detectors: Annotated[
+        str | None, typer.Option("--detectors", "-d", help="Comma-separated detector names.")
+    ] = None,
+    log: Annotated[Path | None, typer.Option("--log", help="Where to write the session log.")] = None,
+    no_log: Annotated[bool, typer.Option("--no-log", help="Do not write a session log.")] = False,
+    input_format: Annotated[
+        str, typer.Option("--input-format", help="auto | lines | jsonl | whatsapp | vtt | srt")
+    ] = "auto",
+) -> None:
+    """Watch a conversation turn by turn: findings with quotes as they appear (TUI or JSON Lines)."""
+    from guardian.watch import WatchOptions, run_watch
+
+    names = tuple(n.strip() for n in detectors.split(",") if n.strip()) if detectors else None
+    if follow and (file is None or file == "-"):
+        raise fail("--follow needs a file to follow")
+    if resume is not None and log is not None:
+        raise fail("--resume continues the given log; leave out --log")
+    raise typer.Exit(
+        run_watch(
+            WatchOptions(
+                file=file,
+                speed=speed,
+                instant=instant,
+                follow=follow,
+                headless=headless,
+                resume=resume,
+                detectors=names,
+                log=log,
+                no_log=no_log,
+                input_format=input_format,
+            )
+        )
+    )
+
+
+@app.command()
+def report(
+    log: Annotated[Path, typer.Argument(help="A session log written by `guardian watch`.")],
+    output_format: Annotated[str, typer.Option("--format", "-f", help="markdown | html | json")] = "markdown",
+    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+) -> None:
+    """Write a shareable report of a watched session (transcript, quotes, findings, risk)."""
+    from guardian.report import ReportFormat, render
+    from guardian.session_log import read_log
+
+    try:
+        fmt = ReportFormat(output_format)
+    except ValueError:
+        raise fail(f"--format must be one of {', '.join(f.value for f in ReportFormat)}") from None
+    record = read_log(log)
+    text = render(record.events, fmt=fmt, title=f"guardian report: {record.source or log.name}")
+    if output is None:
+        sys.stdout.write(text)
+    else:
+        output.write_text(text, encoding="utf-8")
+        err_console.print(f"report written to {output}", highlight=False)
 
 # --- audio (issue 7): listen, devices -----------------------------------------------------------
 
@@ -119,14 +224,13 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         err_console.print("interrupted")
         return 130
-    except Exception as exc:  # click usage errors and genuine bugs
-        import click
-
-        if isinstance(exc, click.exceptions.ClickException):
-            exc.show()
-            return exc.exit_code
-        if isinstance(exc, click.exceptions.Abort):
-            return 130
+    except typer.Abort:
+        return 130
+    except Exception as exc:  # usage errors (typer's click exceptions) and genuine bugs
+        show = getattr(exc, "show", None)
+        if isinstance(exc, typer.TyperException) and callable(show):
+            show()
+            return int(getattr(exc, "exit_code", 2))
         if _debug:
             raise
         err_console.print(

@@ -90,7 +90,9 @@ class Settings(BaseSettings):
         frozen=True,
     )
 
-    detectors: list[str] = Field(default_factory=lambda: ["keyphrases"])
+    detectors: list[str] | None = Field(
+        default=None, description="detector names; unset = every installed local detector"
+    )
     max_transcript_mb: float = 20.0
     max_turn_chars: int = 100_000
     log_level: Literal["debug", "info", "warning", "error"] = "warning"

@@ -54,7 +54,22 @@ def factory(name: str) -> DetectorFactory:
         ) from exc
     if not callable(loaded):
         raise GuardianError(f"entry point {name!r} does not point at a detector class or factory")
-    return loaded  # type: ignore[no-any-return]
+    return loaded
+
+
+#: Local detectors used when none are named, in this order, if installed.
+DEFAULT_ORDER = ("keyphrases", "local", "intent")
+
+
+def default_names() -> list[str]:
+    """Configured detectors, else every installed local default."""
+    from guardian.config import settings
+
+    configured = settings().detectors
+    if configured:
+        return list(configured)
+    installed = set(names())
+    return [n for n in DEFAULT_ORDER if n in installed]
 
 
 def create(name: str, **options: Any) -> Detector:

@@ -1,0 +1,161 @@
+"""MentalManip's key-phrase matcher (seed 000, section 3.2 and Table 2).
+
+A sentence matches a key phrase when it contains at least P% of the phrase's
+tokens, with P = 100/90/80/70% for phrases of <=4/<=6/<=10/>10 tokens. The
+paper's phrases are lemmatised and in the present tense ("you be overreact"
+style is avoided by expanding contractions and lemmatising both sides), so
+"You're overreacting" matches "you are overreact". Cheap, always on, and it
+quotes itself: the evidence is the matched sentence.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from functools import cache, lru_cache
+from importlib import resources
+from typing import ClassVar
+
+from guardian.conversation import Conversation, Turn
+from guardian.detectors.base import Detector
+from guardian.detectors.evidence import evidence_for, sentences
+from guardian.findings import Assessment, Finding
+
+PATTERN = "key_phrase"
+
+_CONTRACTIONS = [
+    (re.compile(r"\bcan't\b"), "can not"),
+    (re.compile(r"\bcannot\b"), "can not"),
+    (re.compile(r"\bwon't\b"), "will not"),
+    (re.compile(r"\bshan't\b"), "shall not"),
+    (re.compile(r"\bain't\b"), "am not"),
+    (re.compile(r"n't\b"), " not"),
+    (re.compile(r"'re\b"), " are"),
+    (re.compile(r"\bi'm\b"), "i am"),
+    (re.compile(r"'ll\b"), " will"),
+    (re.compile(r"'ve\b"), " have"),
+    (re.compile(r"'d\b"), " would"),
+    (re.compile(r"\b(it|that|what|there|he|she|who|where|here|how)'s\b"), r"\1 is"),
+    (re.compile(r"\bgonna\b"), "going to"),
+    (re.compile(r"\bwanna\b"), "want to"),
+]
+_TOKEN = re.compile(r"[a-z0-9]+")
+
+
+@lru_cache(maxsize=65536)
+def _lemma(token: str) -> str:
+    import simplemma
+
+    lemma: str = simplemma.lemmatize(token, lang="en")
+    return lemma.lower()
+
+
+def tokens(text: str) -> list[str]:
+    """Lower-case, contraction-expanded, lemmatised tokens (the matcher's unit)."""
+    text = text.lower().replace("\u2019", "'").replace("\u2018", "'")
+    for pattern, replacement in _CONTRACTIONS:
+        text = pattern.sub(replacement, text)
+    return [_lemma(t) for t in _TOKEN.findall(text)]
+
+
+def required_fraction(length: int) -> float:
+    """The paper's length-adaptive matching percentage P for a phrase of `length` tokens."""
+    if length <= 4:
+        return 1.0
+    if length <= 6:
+        return 0.9
+    if length <= 10:
+        return 0.8
+    return 0.7
+
+
+@dataclass(frozen=True, slots=True)
+class KeyPhrase:
+    text: str
+    tokens: tuple[str, ...]
+
+    @property
+    def required(self) -> float:
+        return required_fraction(len(self.tokens))
+
+    def coverage(self, sentence_tokens: frozenset[str]) -> float:
+        if not self.tokens:
+            return 0.0
+        return sum(t in sentence_tokens for t in self.tokens) / len(self.tokens)
+
+
+@dataclass(frozen=True, slots=True)
+class PhraseMatch:
+    phrase: KeyPhrase
+    coverage: float
+
+
+@cache
+def load_phrases() -> tuple[KeyPhrase, ...]:
+    text = resources.files("guardian.resources").joinpath("key_phrases.txt").read_text(encoding="utf-8")
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if line:
+            out.append(KeyPhrase(line, tuple(tokens(line))))
+    return tuple(out)
+
+
+def match_sentence(sentence: str, phrases: tuple[KeyPhrase, ...] | None = None) -> list[PhraseMatch]:
+    """Every key phrase this sentence matches under the length-adaptive rule, best first."""
+    toks = frozenset(tokens(sentence))
+    if not toks:
+        return []
+    found = []
+    for phrase in phrases if phrases is not None else load_phrases():
+        cov = phrase.coverage(toks)
+        if cov >= phrase.required - 1e-9:
+            found.append(PhraseMatch(phrase, cov))
+    found.sort(key=lambda m: (-m.coverage, -len(m.phrase.tokens)))
+    return found
+
+
+class KeyPhraseDetector(Detector):
+    """Flags sentences that carry one of MentalManip's 175 manipulative key phrases."""
+
+    name: ClassVar[str] = "keyphrases"
+    description: ClassVar[str] = "MentalManip's 175 key phrases, length-adaptive match (cheap, always on)"
+
+    #: A key phrase alone is weak evidence (see docs/keyphrases.md for its measured precision).
+    base_score: ClassVar[float] = 0.5
+
+    def warm_up(self) -> None:
+        load_phrases()
+
+    def findings_for_turn(self, turn: Turn) -> list[Finding]:
+        findings = []
+        for span in sentences(turn.text):
+            matches = match_sentence(span.text)
+            if not matches:
+                continue
+            best = matches[0]
+            phrases = ", ".join(f"“{m.phrase.text}”" for m in matches[:3])
+            findings.append(
+                Finding(
+                    pattern=PATTERN,
+                    score=round(self.base_score * best.coverage, 4),
+                    evidence=(evidence_for(turn, span),),
+                    speaker=turn.speaker,
+                    detector=self.name,
+                    explanation=f"matches the manipulative key phrase {phrases}",
+                )
+            )
+        return findings
+
+    def analyze(self, window: Conversation) -> Assessment:
+        last = window.last
+        if last is None:
+            return self.empty(window)
+        findings = self.findings_for_turn(last)
+        return Assessment(
+            conversation_id=window.id,
+            turn=last.index,
+            findings=tuple(findings),
+            manipulator=last.speaker if findings else None,
+            detectors=(self.name,),
+        )

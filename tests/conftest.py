@@ -1,0 +1,38 @@
+"""Shared fixtures: every test runs with an empty user config and private cache/data dirs."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from guardian.config import settings
+from guardian.conversation import Conversation
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _isolated_settings(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    home = tmp_path_factory.mktemp("guardian-home")
+    monkeypatch.setenv("GUARDIAN_CONFIG_DIR", str(home / "config"))
+    monkeypatch.setenv("GUARDIAN_DATA_DIR", str(home / "data"))
+    for key in ("GUARDIAN_CONFIG_FILE", "GUARDIAN_DETECTORS"):
+        monkeypatch.delenv(key, raising=False)
+    settings.cache_clear()
+    yield
+    settings.cache_clear()
+
+
+@pytest.fixture
+def gaslighting() -> Conversation:
+    return Conversation.from_pairs(
+        [
+            ("Maya", "You said you'd pick me up at six. I waited an hour."),
+            ("Daniel", "I never said that. You're overreacting, as usual."),
+            ("Maya", "You texted me this morning."),
+            ("Daniel", "You always do this. Know your place."),
+        ],
+        id="gaslighting",
+    )
