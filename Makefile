@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml scripts/setup.sh
 	touch $(STAMP)
 
 run: setup
-	$(VENV)/bin/guardian watch $(EXAMPLE)
+	$(VENV)/bin/guardian analyze $(EXAMPLE)
 
 test: setup
 	bash scripts/check

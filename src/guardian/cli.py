@@ -95,6 +95,24 @@ def list_detectors() -> None:
         typer.echo(f"{name:14} {description}")
 
 
+@eval_app.command("keyphrases")
+def eval_keyphrases(
+    file: Annotated[str, typer.Argument(help="A MentalManip-format CSV.")],
+    output_format: Annotated[str, typer.Option("--format", "-f", help="json | text")] = "text",
+) -> None:
+    """How often the key-phrase matcher fires on manipulative vs non-manipulative dialogues."""
+    import json
+
+    from guardian.eval.keyphrase_report import keyphrase_report
+
+    report = keyphrase_report(file)
+    if output_format == "json":
+        typer.echo(json.dumps(report.as_dict()))
+    else:
+        for key, value in report.as_dict().items():
+            typer.echo(f"{key:24} {value}")
+
+
 # --- local model (issue 3): train, eval mentalmanip ----------------------------------------------
 
 # --- intent (issue 4): eval faceacts ------------------------------------------------------------
