@@ -1,0 +1,51 @@
+"""guardian inside LangChain: middleware, a runnable wrapper, a callback handler, LLM detectors.
+
+Importing `guardian.agents` stays light: every public name is imported on first
+access (PEP 562 `__getattr__`), so `import guardian.agents` loads neither
+LangChain nor any model. Teammates adding modules here: add one line to
+`_LAZY` and to `__all__`.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from guardian.agents._engine import GuardianEvent
+    from guardian.agents.callbacks import GuardianCallbackHandler
+    from guardian.agents.guard import GuardedRunnable, guard
+    from guardian.agents.middleware import GuardianMiddleware, GuardianState
+
+_LAZY: dict[str, str] = {
+    # name -> module (relative to guardian.agents)
+    "GuardianMiddleware": "middleware",
+    "GuardianState": "middleware",
+    "GuardianEvent": "_engine",
+    "guard": "guard",
+    "GuardedRunnable": "guard",
+    "GuardianCallbackHandler": "callbacks",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'guardian.agents' has no attribute {name!r}")
+    value = getattr(import_module(f"guardian.agents.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_LAZY})
+
+
+__all__ = [
+    "GuardedRunnable",
+    "GuardianCallbackHandler",
+    "GuardianEvent",
+    "GuardianMiddleware",
+    "GuardianState",
+    "guard",
+]

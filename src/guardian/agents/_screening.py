@@ -1,0 +1,235 @@
+"""Pure screening functions shared by the middleware, `guard()` and the callback handler.
+
+LangChain messages go in, a guardian `Conversation` is built from them, detectors
+assess its latest turn, and the result is a plain `Assessment`. Nothing here holds
+state, takes a lock or knows about LangGraph, so every step can be tested with a
+list of messages and a detector, the way LangChain tests `_redaction.py` apart from
+`PIIMiddleware`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
+
+from guardian.conversation import Conversation
+from guardian.detectors.base import Detector
+from guardian.findings import Assessment, DetectorError
+
+log = logging.getLogger("guardian.agents")
+
+Direction = Literal["input", "output"]
+"""`input`: what the user says, screened before the model sees it (a user socially
+engineering the bot). `output`: what the model says, screened before the user sees it
+(a bot manipulating its user)."""
+
+Policy = Literal["observe", "warn", "block"]
+
+METADATA_KEY = "guardian"
+"""Key under `message.response_metadata` that carries the assessment of that message.
+
+`response_metadata` rather than `additional_kwargs`: provider integrations (e.g.
+ChatOpenAI) read `additional_kwargs` when they serialise the history for the next
+call, while `response_metadata` stays on our side and survives checkpointing."""
+
+DEFAULT_NOTICE = "[guardian] {summary}"
+DEFAULT_SAFE_REPLY = (
+    "I'm sorry, I can't send that reply: it was flagged as possibly manipulative. "
+    "Let me know how I can help you in a more straightforward way."
+)
+DEFAULT_INPUT_BLOCK_REPLY = (
+    "I can't continue with this request: the message was flagged as an attempt at "
+    "manipulation. Please rephrase what you need plainly."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Speakers:
+    """Speaker names the detectors see for the two sides of a chatbot conversation."""
+
+    user: str = "User"
+    assistant: str = "Assistant"
+
+
+@dataclass(frozen=True, slots=True)
+class MessageTurn:
+    """One message that becomes a conversation turn; `key` identifies it across calls."""
+
+    key: str
+    speaker: str
+    text: str
+
+
+def message_text(message: BaseMessage) -> str:
+    """The visible text of a message (content blocks joined; tool calls ignored)."""
+    return message.text.strip()
+
+
+def message_key(message: BaseMessage, position: int) -> str:
+    """A stable identity: the message id when present (always, inside an agent)."""
+    if message.id:
+        return str(message.id)
+    return f"{message.type}:{position}:{hash(message_text(message)) & 0xFFFFFFFF:08x}"
+
+
+def to_turns(messages: Sequence[BaseMessage], *, speakers: Speakers) -> list[MessageTurn]:
+    """Human and AI messages with text, in order; system and tool messages are not turns.
+
+    Tool output is data the model read, not something either party said; an AI
+    message that only calls tools says nothing to the user.
+    """
+    out: list[MessageTurn] = []
+    for position, message in enumerate(messages):
+        if isinstance(message, HumanMessage):
+            speaker = speakers.user
+        elif isinstance(message, AIMessage):
+            speaker = speakers.assistant
+        else:
+            continue
+        text = message_text(message)
+        if text:
+            out.append(MessageTurn(message_key(message, position), speaker, text))
+    return out
+
+
+def to_conversation(turns: Sequence[MessageTurn], *, conversation_id: str) -> Conversation:
+    return Conversation.from_pairs(((t.speaker, t.text) for t in turns), id=conversation_id, source="langchain")
+
+
+def latest_index(messages: Sequence[BaseMessage], kind: type[BaseMessage]) -> int | None:
+    """Position of the latest message of `kind` (HumanMessage or AIMessage), or None."""
+    for i in range(len(messages) - 1, -1, -1):
+        if isinstance(messages[i], kind):
+            return i
+    return None
+
+
+def run_detector(detector: Detector, window: Conversation) -> Assessment:
+    """One detector's assessment; a failure becomes a recorded DetectorError, never a raise."""
+    try:
+        return detector.analyze(window)
+    except Exception as exc:  # a detector must never break the chatbot
+        return failed(detector, window, exc)
+
+
+def failed(
+    detector: Detector | str,
+    window: Conversation,
+    exc: BaseException | str,
+    *,
+    kind: Literal["error", "timeout", "unavailable"] = "error",
+) -> Assessment:
+    name = detector if isinstance(detector, str) else getattr(detector, "name", type(detector).__name__)
+    message = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+    log.warning("guardian detector %s failed on %s: %s", name, window.id, message)
+    last = window.last
+    return Assessment(
+        conversation_id=window.id,
+        turn=last.index if last is not None else -1,
+        detectors=(name,),
+        errors=(DetectorError(detector=name, kind=kind, message=message),),
+    )
+
+
+def merge(parts: Sequence[Assessment], window: Conversation, *, started: float) -> Assessment:
+    last = window.last
+    return Assessment.merge(
+        parts,
+        conversation_id=window.id,
+        turn=last.index if last is not None else -1,
+        latency_ms=round((time.perf_counter() - started) * 1000.0, 3),
+    )
+
+
+def assess(detectors: Sequence[Detector], window: Conversation) -> Assessment:
+    """All detectors on `window`, merged; failures are recorded in `errors`."""
+    started = time.perf_counter()
+    return merge([run_detector(d, window) for d in detectors], window, started=started)
+
+
+def findings_on_turn(assessment: Assessment) -> list[Any]:
+    """Findings about the assessed turn itself (context turns may be quoted too)."""
+    return [
+        f
+        for f in assessment.findings
+        if not f.evidence or any(e.turn == assessment.turn for e in f.evidence)
+    ]
+
+
+def is_flagged(assessment: Assessment, *, threshold: float | None = None) -> bool:
+    """Whether the assessed turn counts as manipulative.
+
+    A calibrated probability decides when any detector gave one (with `threshold`
+    overriding the detectors' own decision). Pattern-only detectors such as the key
+    phrases give no probability; then a finding on the turn scoring at least
+    `threshold` (0.5 by default) flags it.
+    """
+    if assessment.probability is not None:
+        if threshold is not None:
+            return assessment.probability >= threshold
+        return assessment.decision
+    if assessment.decision:
+        return True
+    floor = 0.5 if threshold is None else threshold
+    return any(f.score >= floor for f in findings_on_turn(assessment))
+
+
+def summary(assessment: Assessment, *, direction: Direction) -> str:
+    """One short sentence an application can show: what, how sure, and the words."""
+    who = "this reply" if direction == "output" else "this message"
+    labels: list[str] = []
+    if assessment.techniques:
+        ranked = sorted(assessment.techniques.items(), key=lambda kv: -kv[1])
+        labels = [t.value for t, _ in ranked[:2]]
+    else:
+        labels = list(dict.fromkeys(f.label.replace("_", " ") for f in findings_on_turn(assessment)))[:2]
+    what = f" ({', '.join(labels)})" if labels else ""
+    sure = f", {assessment.probability:.0%} likely" if assessment.probability is not None else ""
+    quote = next((e.quote for f in findings_on_turn(assessment) for e in f.evidence), None)
+    said = f": “{_clip(quote)}”" if quote else ""
+    return f"{who} may be manipulative{what}{sure}{said}"
+
+
+def _clip(text: str, limit: int = 120) -> str:
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def payload(assessment: Assessment, *, direction: Direction, flagged: bool, action: str, notice: str | None) -> dict[str, Any]:
+    """What is attached to a message and recorded in agent state (JSON-safe)."""
+    return {
+        "direction": direction,
+        "flagged": flagged,
+        "action": action,
+        "notice": notice,
+        "assessment": assessment.model_dump(mode="json"),
+    }
+
+
+def annotate(message: BaseMessage, data: dict[str, Any]) -> BaseMessage:
+    """A copy of `message` with `data` under `response_metadata["guardian"]`."""
+    metadata = {**message.response_metadata, METADATA_KEY: data}
+    return message.model_copy(update={"response_metadata": metadata})
+
+
+def append_notice(message: BaseMessage, notice: str) -> BaseMessage:
+    """A copy of `message` whose visible text ends with `notice` on its own paragraph."""
+    content = message.content
+    new_content: str | list[str | dict[Any, Any]]
+    if isinstance(content, str):
+        new_content = f"{content.rstrip()}\n\n{notice}" if content.strip() else notice
+    else:
+        new_content = [*content, {"type": "text", "text": f"\n\n{notice}"}]
+    return message.model_copy(update={"content": new_content})
+
+
+def assessment_of(message: BaseMessage) -> Assessment | None:
+    """The Assessment guardian attached to `message`, if any."""
+    data = message.response_metadata.get(METADATA_KEY)
+    if not isinstance(data, dict) or "assessment" not in data:
+        return None
+    return Assessment.model_validate(data["assessment"])

@@ -1,0 +1,266 @@
+"""`guard(runnable)`: the middleware's policies for plain LCEL chains and runnables.
+
+For pipelines that are not `create_agent` agents: a chain `prompt | model`, a
+`RunnableWithMessageHistory`, anything whose input is a string, a message, a
+list of messages or a dict holding one of those, and whose output is a string
+or a message. The wrapper screens the user turn before the runnable runs and the
+reply after, in the context of the thread (`thread_id` in the runnable config,
+remembered in memory because a plain chain has no agent state).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.prompt_values import PromptValue
+from langchain_core.runnables import Runnable, RunnableConfig
+from langchain_core.runnables.config import ensure_config
+
+from guardian.agents._engine import DetectorSpec, FindingCallback, GuardianEvent, Screener, Verdict
+from guardian.agents._screening import (
+    DEFAULT_INPUT_BLOCK_REPLY,
+    DEFAULT_NOTICE,
+    DEFAULT_SAFE_REPLY,
+    Direction,
+    MessageTurn,
+    Policy,
+    Speakers,
+    annotate,
+    append_notice,
+    message_text,
+    payload,
+    to_turns,
+)
+from guardian.findings import Assessment
+
+_TEXT_KEYS = ("input", "question", "query", "text", "message")
+
+
+@dataclass(frozen=True, slots=True)
+class _Screened:
+    verdict: Verdict
+    action: str
+
+
+def _input_turns(value: Any, speakers: Speakers) -> list[MessageTurn] | None:
+    """The conversation carried by a runnable's input, or None when it carries none."""
+    if isinstance(value, str):
+        return [MessageTurn(f"in:{uuid.uuid4()}", speakers.user, value.strip())] if value.strip() else None
+    if isinstance(value, PromptValue):
+        value = value.to_messages()
+    if isinstance(value, BaseMessage):
+        value = [value]
+    if isinstance(value, list) and all(isinstance(m, BaseMessage) for m in value):
+        turns = to_turns(value, speakers=speakers)
+        if not turns or turns[-1].speaker != speakers.user:
+            return None
+        return turns
+    if isinstance(value, dict):
+        if "messages" in value:
+            return _input_turns(value["messages"], speakers)
+        for key in _TEXT_KEYS:
+            if isinstance(value.get(key), str):
+                return _input_turns(value[key], speakers)
+    return None
+
+
+def _output_text(value: Any) -> str | None:
+    if isinstance(value, str):
+        return value.strip() or None
+    if isinstance(value, BaseMessage):
+        return message_text(value) or None
+    return None
+
+
+class GuardedRunnable(Runnable[Any, Any]):
+    """A runnable screened by guardian; build it with `guard(runnable, ...)`."""
+
+    def __init__(
+        self,
+        runnable: Runnable[Any, Any],
+        *,
+        screener: Screener,
+        policy: Policy,
+        directions: frozenset[Direction],
+        safe_reply: str,
+        input_block_reply: str,
+    ) -> None:
+        self.runnable = runnable
+        self.screener = screener
+        self.policy: Policy = policy
+        self.directions = directions
+        self.safe_reply = safe_reply
+        self.input_block_reply = input_block_reply
+
+    @property
+    def InputType(self) -> Any:  # noqa: N802 - LangChain's name
+        return self.runnable.InputType
+
+    @property
+    def OutputType(self) -> Any:  # noqa: N802 - LangChain's name
+        return self.runnable.OutputType
+
+    def history(self, thread_id: str) -> list[MessageTurn]:
+        """The turns remembered for `thread_id` (what the detectors saw as context)."""
+        return self.screener.memory.turns(thread_id)
+
+    # --- policy -----------------------------------------------------------------------------
+
+    def _action(self, verdict: Verdict) -> str:
+        if not verdict.flagged:
+            return "observed"
+        return {"observe": "observed", "warn": "warned", "block": "blocked"}[self.policy]
+
+    def _record(self, direction: Direction, thread_id: str | None, turns: list[MessageTurn], verdict: Verdict) -> _Screened:
+        action = self._action(verdict)
+        if verdict.flagged:
+            self.screener.notify(
+                GuardianEvent(direction=direction, thread_id=thread_id, assessment=verdict.assessment, action=action, text=turns[-1].text)
+            )
+        return _Screened(verdict, action)
+
+    def _refusal(self, screened: _Screened) -> Any:
+        data = payload(screened.verdict.assessment, direction="input", flagged=True, action="blocked", notice=screened.verdict.notice)
+        if self.runnable.OutputType is str:
+            return self.input_block_reply
+        return annotate(AIMessage(content=self.input_block_reply), data)
+
+    def _finish(self, output: Any, screened: _Screened | None) -> Any:
+        if screened is None:
+            return output
+        verdict = screened.verdict
+        data = payload(verdict.assessment, direction="output", flagged=verdict.flagged, action=screened.action, notice=verdict.notice)
+        if screened.action == "blocked":
+            return self.safe_reply if isinstance(output, str) else annotate(AIMessage(content=self.safe_reply, id=output.id), data)
+        if screened.action == "warned" and verdict.notice:
+            if isinstance(output, str):
+                return f"{output.rstrip()}\n\n{verdict.notice}"
+            output = append_notice(output, verdict.notice)
+        return annotate(output, data) if isinstance(output, BaseMessage) else output
+
+    def _thread(self, config: RunnableConfig | None) -> tuple[RunnableConfig, str | None]:
+        config = ensure_config(config)
+        value = config.get("configurable", {}).get("thread_id")
+        return config, None if value is None else str(value)
+
+    def _context(self, thread_id: str | None, value: Any) -> tuple[bool, list[MessageTurn]]:
+        """Whether the input has a user turn, and the thread to judge it in.
+
+        A message list with history is the thread; a single turn joins the remembered one.
+        """
+        turns = _input_turns(value, self.screener.speakers) or []
+        return bool(turns), turns if len(turns) > 1 else self.screener.memory.context(thread_id, turns)
+
+    def _reply_turns(self, context: list[MessageTurn], text: str) -> list[MessageTurn]:
+        return [*context, MessageTurn(f"out:{uuid.uuid4()}", self.screener.speakers.assistant, text)]
+
+    def _remember(self, thread_id: str | None, context: list[MessageTurn], output: Any) -> None:
+        text = _output_text(output)
+        turns = self._reply_turns(context, text) if text else context
+        self.screener.memory.remember(thread_id, turns)
+
+    # --- running ----------------------------------------------------------------------------
+
+    def invoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        config, thread_id = self._thread(config)
+        has_input, context = self._context(thread_id, input)
+        if has_input and "input" in self.directions:
+            screened = self._record("input", thread_id, context, self.screener.screen("input", thread_id, context))
+            if screened.action == "blocked":
+                refusal = self._refusal(screened)
+                self._remember(thread_id, context, refusal)
+                return refusal
+        output = self.runnable.invoke(input, config, **kwargs)
+        text = _output_text(output)
+        screened_out = None
+        if text and "output" in self.directions:
+            reply = self._reply_turns(context, text)
+            screened_out = self._record("output", thread_id, reply, self.screener.screen("output", thread_id, reply))
+        result = self._finish(output, screened_out)
+        self._remember(thread_id, context, result)
+        return result
+
+    async def ainvoke(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Any:
+        config, thread_id = self._thread(config)
+        has_input, context = self._context(thread_id, input)
+        if has_input and "input" in self.directions:
+            verdict = await self.screener.ascreen("input", thread_id, context)
+            screened = self._record("input", thread_id, context, verdict)
+            if screened.action == "blocked":
+                refusal = self._refusal(screened)
+                self._remember(thread_id, context, refusal)
+                return refusal
+        output = await self.runnable.ainvoke(input, config, **kwargs)
+        text = _output_text(output)
+        screened_out = None
+        if text and "output" in self.directions:
+            reply = self._reply_turns(context, text)
+            verdict = await self.screener.ascreen("output", thread_id, reply)
+            screened_out = self._record("output", thread_id, reply, verdict)
+        result = self._finish(output, screened_out)
+        self._remember(thread_id, context, result)
+        return result
+
+
+def guard(
+    runnable: Runnable[Any, Any],
+    *,
+    detectors: Sequence[DetectorSpec] | None = None,
+    policy: Policy = "observe",
+    directions: Sequence[Direction] = ("input", "output"),
+    threshold: float | None = None,
+    window: int = 10,
+    on_finding: FindingCallback | Sequence[FindingCallback] | None = None,
+    notice: str = DEFAULT_NOTICE,
+    safe_reply: str = DEFAULT_SAFE_REPLY,
+    input_block_reply: str = DEFAULT_INPUT_BLOCK_REPLY,
+    speakers: tuple[str, str] = ("User", "Assistant"),
+    timeout_s: float | None = 5.0,
+    max_threads: int = 10_000,
+) -> GuardedRunnable:
+    """Wrap `runnable` so both sides of each call are screened, with the middleware's policies.
+
+    Message outputs carry the Assessment in `response_metadata["guardian"]`; string
+    outputs cannot carry metadata, so use `on_finding` to see assessments there.
+    Under "block" a flagged user turn is answered without running `runnable` (a
+    string when the runnable's OutputType is str, else an AIMessage), and a flagged
+    reply is replaced by `safe_reply`. Options mean what they mean for
+    `GuardianMiddleware`.
+    """
+    if policy not in ("observe", "warn", "block"):
+        raise ValueError(f"policy must be 'observe', 'warn' or 'block', not {policy!r}")
+    unknown = set(directions) - {"input", "output"}
+    if unknown:
+        raise ValueError(f"directions must be 'input' and/or 'output', not {sorted(unknown)}")
+    screener = Screener(
+        detectors=detectors,
+        threshold=threshold,
+        window=window,
+        speakers=Speakers(*speakers),
+        notice=notice,
+        on_finding=on_finding,
+        timeout_s=timeout_s,
+        max_threads=max_threads,
+    )
+    return GuardedRunnable(
+        runnable,
+        screener=screener,
+        policy=policy,
+        directions=frozenset(directions),
+        safe_reply=safe_reply,
+        input_block_reply=input_block_reply,
+    )
+
+
+def assessment_of(output: Any) -> Assessment | None:
+    """The Assessment attached to a guarded runnable's message output, if any."""
+    from guardian.agents._screening import assessment_of as _of
+
+    return _of(output) if isinstance(output, BaseMessage) else None
+
+
+__all__ = ["GuardedRunnable", "assessment_of", "guard"]
