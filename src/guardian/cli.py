@@ -230,6 +230,27 @@ def report(
 # --- bench (issue 9): bench ---------------------------------------------------------------------
 
 
+@app.command()
+def bench(
+    suite: Annotated[
+        str, typer.Option("--suite", "-s", help="detect | intent | monitor | audio | middleware | all")
+    ] = "all",
+    output_format: Annotated[str, typer.Option("--format", "-f", help="json | text")] = "json",
+    runs: Annotated[int, typer.Option("--runs", min=5, help="Measured runs per figure (median reported).")] = 5,
+) -> None:
+    """Measure latency, throughput and peak memory; prints one JSON object."""
+    import json
+
+    from guardian.eval.bench import SUITES, run_bench
+
+    names = sorted(SUITES) if suite == "all" else [s.strip() for s in suite.split(",")]
+    unknown = [n for n in names if n not in SUITES]
+    if unknown:
+        raise fail(f"unknown suite {unknown[0]!r}; choose from {', '.join(sorted(SUITES))} or all")
+    result = run_bench(names, runs=runs)
+    typer.echo(json.dumps(result, indent=None if output_format == "json" else 2))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: maps errors to exit codes (0 ok, 2 input/usage, 1 internal)."""
     try:

@@ -1,0 +1,231 @@
+"""`guardian bench`: speed figures anyone can re-run, as one JSON object.
+
+Each suite runs in its own process (so its peak RSS is its own), warms up once,
+then repeats its measurement `runs` times (>= 5) and reports the median of the
+per-run figures. Latencies are in milliseconds.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from guardian.conversation import Conversation
+
+Figures = dict[str, Any]
+SUITES: dict[str, Callable[[int], Figures]] = {}
+
+
+def suite(name: str) -> Callable[[Callable[[int], Figures]], Callable[[int], Figures]]:
+    def register(fn: Callable[[int], Figures]) -> Callable[[int], Figures]:
+        SUITES[name] = fn
+        return fn
+
+    return register
+
+
+def machine() -> dict[str, Any]:
+    model = platform.processor() or ""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    model = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return {
+        "cores": os.cpu_count(),
+        "cpu_model": model,
+        "python": platform.python_version(),
+        "platform": platform.platform(terse=True),
+    }
+
+
+def peak_rss_mb() -> float:
+    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    pos = (len(ordered) - 1) * q
+    lo, hi = int(pos), min(int(pos) + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def latency_runs(samples: Callable[[], list[float]], *, runs: int) -> Figures:
+    """Warm up once, then `runs` runs of per-item latencies; medians of each run's p50/p95."""
+    samples()
+    p50s, p95s = [], []
+    for _ in range(runs):
+        ms = samples()
+        p50s.append(percentile(ms, 0.5))
+        p95s.append(percentile(ms, 0.95))
+    return {
+        "p50_ms": round(statistics.median(p50s), 3),
+        "p95_ms": round(statistics.median(p95s), 3),
+        "runs": runs,
+        "items_per_run": len(ms),
+    }
+
+
+def throughput_runs(work: Callable[[], int], *, runs: int) -> float:
+    """Items per second, median over runs after one warm-up."""
+    work()
+    rates = []
+    for _ in range(runs):
+        began = time.perf_counter()
+        n = work()
+        rates.append(n / (time.perf_counter() - began))
+    return round(statistics.median(rates), 2)
+
+
+def _dialogues(limit: int) -> list[Conversation]:
+    from guardian.eval.datasets import load_mentalmanip
+
+    return [d.conversation for d in load_mentalmanip()[:limit]]
+
+
+def _long_conversation(turns: int) -> Conversation:
+    """A long conversation stitched from real dialogues, two speakers alternating as in the data."""
+    pairs: list[tuple[str, str]] = []
+    for conv in _dialogues(400):
+        pairs.extend((t.speaker, t.text) for t in conv.turns)
+        if len(pairs) >= turns:
+            break
+    return Conversation.from_pairs(pairs[:turns], id="bench")
+
+
+def _detector_suite(name: str, runs: int, *, window: int = 10) -> Figures:
+    from guardian.detectors import registry
+
+    if name not in registry.names():
+        return {"skipped": f"detector {name!r} is not installed"}
+    detector = registry.create(name)
+    detector.warm_up()
+    conv = _long_conversation(60)
+    windows = [conv.upto(i).window(window) for i in range(window - 1, len(conv))]
+
+    def per_turn() -> list[float]:
+        out = []
+        for w in windows:
+            began = time.perf_counter()
+            detector.analyze(w)
+            out.append((time.perf_counter() - began) * 1000)
+        return out
+
+    figures: Figures = {"detector": name, "window_turns": window, "per_turn": latency_runs(per_turn, runs=runs)}
+    batch = _dialogues(100)
+
+    def whole_dialogues() -> int:
+        for d in batch:
+            detector.analyze(d)
+        return len(batch)
+
+    figures["batch_dialogues_per_s"] = throughput_runs(whole_dialogues, runs=runs)
+    return figures
+
+
+@suite("detect")
+def bench_detect(runs: int) -> Figures:
+    """The local manipulation model: one new turn with a 10-turn window, and whole dialogues."""
+    from guardian.detectors import registry
+
+    name = "local" if "local" in registry.names() else "keyphrases"
+    figures = _detector_suite(name, runs)
+    if name == "local":
+        import importlib
+
+        size = getattr(importlib.import_module("guardian.detectors.local"), "artifact_size_mb", None)
+        if callable(size):
+            figures["artifact_mb"] = size()
+        figures["keyphrases"] = _detector_suite("keyphrases", runs)
+    return figures
+
+
+@suite("intent")
+def bench_intent(runs: int) -> Figures:
+    """The face-act model, per utterance with its preceding turns as context."""
+    return _detector_suite("intent", runs)
+
+
+@suite("monitor")
+def bench_monitor(runs: int) -> Figures:
+    """All local detectors through the monitor on a 200-turn conversation."""
+    from guardian.detectors import registry
+    from guardian.monitor import Monitor
+
+    names = registry.default_names()
+    detectors = registry.create_many(names)
+    for d in detectors:
+        d.warm_up()
+    conv = _long_conversation(200)
+    rates: list[float] = []
+
+    def one_pass() -> list[float]:
+        monitor = Monitor(detectors, window=10, timeout_s=30.0)
+        out = []
+        began_all = time.perf_counter()
+        try:
+            for turn in conv.turns:
+                began = time.perf_counter()
+                monitor.add_turn_sync("bench", turn.speaker, turn.text)
+                out.append((time.perf_counter() - began) * 1000)
+        finally:
+            monitor.close()
+        rates.append(len(conv) / (time.perf_counter() - began_all))
+        return out
+
+    figures: Figures = {"detectors": names, "turns": len(conv), "per_turn": latency_runs(one_pass, runs=runs)}
+    figures["turns_per_s"] = round(statistics.median(rates[1:]), 2)
+    return figures
+
+
+def run_suite(name: str, *, runs: int) -> Figures:
+    if name not in SUITES:
+        from guardian.errors import GuardianError
+
+        raise GuardianError(f"unknown bench suite {name!r}; choose from {', '.join(sorted(SUITES))} or all")
+    began = time.perf_counter()
+    try:
+        figures = SUITES[name](runs)
+    except Exception as exc:  # one broken suite must not hide the others' figures
+        figures = {"error": f"{type(exc).__name__}: {exc}"}
+    figures["peak_rss_mb"] = peak_rss_mb()
+    figures["wall_s"] = round(time.perf_counter() - began, 1)
+    return figures
+
+
+def run_bench(suites: Sequence[str], *, runs: int = 5, isolate: bool = True) -> dict[str, Any]:
+    """Run suites, each in its own process when `isolate` (peak RSS per suite)."""
+    out: dict[str, Any] = {"machine": machine(), "runs": runs, "suites": {}}
+    for name in suites:
+        if not isolate:
+            out["suites"][name] = run_suite(name, runs=runs)
+            continue
+        proc = subprocess.run(
+            [sys.executable, "-m", "guardian.eval.bench", name, str(runs)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        try:
+            out["suites"][name] = json.loads(proc.stdout.strip().splitlines()[-1])
+        except (json.JSONDecodeError, IndexError):
+            tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
+            out["suites"][name] = {"error": f"suite process failed (exit {proc.returncode}): {tail}"}
+    return out
+
+
+if __name__ == "__main__":
+    print(json.dumps(run_suite(sys.argv[1], runs=int(sys.argv[2]))))
