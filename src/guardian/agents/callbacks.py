@@ -9,8 +9,9 @@ flushed per record, so a crash loses nothing), or to a guardian monitor
 (`monitor=`, anything with `add_turn_sync(conversation_id, speaker, text, source=)`),
 which then runs its own detectors and session log.
 
-The conversation id is the run's `thread_id` (LangChain copies
-`configurable.thread_id` into callback metadata; LangGraph does the same).
+The conversation id is `thread_id` from the callback metadata: LangGraph agents
+put their `configurable.thread_id` there; for a plain chain pass
+`config={"metadata": {"thread_id": ...}, "callbacks": [handler]}`.
 """
 
 from __future__ import annotations

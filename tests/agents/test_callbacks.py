@@ -1,0 +1,94 @@
+"""GuardianCallbackHandler observes an existing pipeline without changing it."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from langchain.agents import create_agent
+from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage, HumanMessage
+from langchain_core.output_parsers import StrOutputParser
+from langchain_core.prompts import ChatPromptTemplate
+
+from guardian.agents import GuardianCallbackHandler, GuardianEvent
+from guardian.conversation import Conversation
+from guardian.findings import Assessment
+from tests.agents.conftest import BrokenDetector, Lines, ScriptedDetector
+
+
+def fake(*replies: str) -> GenericFakeChatModel:
+    return GenericFakeChatModel(messages=iter([AIMessage(content=r) for r in replies]))
+
+
+def test_observes_chain_without_changing_it(lines: Lines, scripted: ScriptedDetector, tmp_path: Path) -> None:
+    events: list[GuardianEvent] = []
+    log = tmp_path / "session.jsonl"
+    handler = GuardianCallbackHandler(detectors=[scripted], on_finding=events.append, log_path=log)
+    chain = ChatPromptTemplate.from_messages([("human", "{q}")]) | fake(lines.belittling.text) | StrOutputParser()
+    out = chain.invoke({"q": lines.threat.text}, {"callbacks": [handler], "metadata": {"thread_id": "cb1"}})
+    assert out == lines.belittling.text  # unchanged
+    assert [(r["direction"], r["flagged"], r["thread_id"]) for r in handler.records] == [("input", True, "cb1"), ("output", True, "cb1")]
+    assert [e.direction for e in events] == ["input", "output"]
+    logged = [json.loads(line) for line in log.read_text(encoding="utf-8").splitlines()]
+    assert [r["text"] for r in logged] == [lines.threat.text, lines.belittling.text]
+    assert logged[1]["assessment"]["techniques"] == {"Rationalization": 0.91}
+
+
+def test_agent_thread_history_screened_once(lines: Lines, scripted: ScriptedDetector) -> None:
+    from langgraph.checkpoint.memory import InMemorySaver
+
+    handler = GuardianCallbackHandler(detectors=[scripted])
+    agent = create_agent(fake(lines.benign_reply.text, lines.denial.text), checkpointer=InMemorySaver())
+    cfg: Any = {"callbacks": [handler], "configurable": {"thread_id": "agent-1"}}
+    agent.invoke({"messages": [HumanMessage(lines.benign.text)]}, cfg)
+    agent.invoke({"messages": [HumanMessage("Did you say you'd come?")]}, cfg)
+    assert [(r["direction"], r["text"]) for r in handler.records] == [
+        ("input", lines.benign.text),
+        ("output", lines.benign_reply.text),
+        ("input", "Did you say you'd come?"),
+        ("output", lines.denial.text),
+    ]
+    assert [r["flagged"] for r in handler.records] == [False, False, False, True]
+    assert len(scripted.windows[-1]) == 4  # the reply judged in the context of the whole thread
+
+
+def test_detector_failure_is_recorded_not_raised(lines: Lines) -> None:
+    handler = GuardianCallbackHandler(detectors=[BrokenDetector()])
+    model = fake(lines.belittling.text)
+    reply = model.invoke([HumanMessage(lines.benign.text)], {"callbacks": [handler]})
+    assert reply.content == lines.belittling.text
+    assert all(r["assessment"]["errors"][0]["detector"] == "broken-test" for r in handler.records)
+
+
+class _Monitor:
+    """Records what the handler hands over (guardian.monitor.Monitor has the same method)."""
+
+    def __init__(self, detector: ScriptedDetector) -> None:
+        self.detector = detector
+        self.conversations: dict[str, Conversation] = {}
+
+    def add_turn_sync(self, conversation_id: str, speaker: str, text: str, *, source: str = "text") -> Assessment:
+        conversation = self.conversations.get(conversation_id, Conversation(id=conversation_id)).append(speaker, text, source=source)
+        self.conversations[conversation_id] = conversation
+        return self.detector.analyze(conversation)
+
+
+def test_feeds_a_monitor_each_turn_once(lines: Lines, scripted: ScriptedDetector) -> None:
+    monitor = _Monitor(scripted)
+    handler = GuardianCallbackHandler(monitor=monitor)
+    model = fake(lines.benign_reply.text, lines.denial.text)
+    cfg: Any = {"callbacks": [handler], "metadata": {"thread_id": "m"}}
+    history = [HumanMessage(lines.benign.text)]
+    history.append(model.invoke(history, cfg))
+    history.append(HumanMessage("And tomorrow?"))
+    model.invoke(history, cfg)
+    turns = monitor.conversations["m"].turns
+    assert [(t.speaker, t.text) for t in turns] == [
+        ("User", lines.benign.text),
+        ("Assistant", lines.benign_reply.text),
+        ("User", "And tomorrow?"),
+        ("Assistant", lines.denial.text),
+    ]
+    assert [r["flagged"] for r in handler.records] == [False, False, False, True]
