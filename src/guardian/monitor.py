@@ -1,0 +1,421 @@
+"""The live monitor: conversation state, detectors after every turn, events to subscribers.
+
+Every sink (the TUI, `guardian watch --headless`, the session log, a chatbot
+middleware) sees the same stream of events, so the monitor is the only place
+that decides ordering, de-duplication and the conversation's risk:
+
+- turns of one conversation are assessed strictly in order; a turn's `TurnAdded`
+  is emitted at once (so a UI can show it before any detector answers), its
+  errors, new findings and `AssessmentReady` follow when the detectors are done;
+- detectors run concurrently on the window (the last `window` turns), each under
+  its own timeout; a failing or slow detector becomes an `ErrorRaised` event and
+  the others' verdicts stand;
+- a finding already alerted in this conversation (same label, same quoted span)
+  is not raised again when a later window re-discovers it;
+- `submit` puts turns on a bounded per-conversation queue and waits when it is
+  full (back-pressure): a turn is never dropped silently.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
+from typing import Any
+
+from guardian.conversation import Conversation, Turn
+from guardian.detectors.base import Detector
+from guardian.events import AssessmentReady, ErrorRaised, Event, FindingRaised, TurnAdded
+from guardian.findings import Assessment, DetectorError, Finding
+
+log = logging.getLogger(__name__)
+
+Subscriber = Callable[[Event], None]
+FindingKey = tuple[Any, ...]
+
+#: How much of the previous risk survives one clean turn. A flagged turn keeps the
+#: conversation at risk for a few turns instead of vanishing at the next "ok".
+RISK_DECAY = 0.8
+
+
+def finding_key(finding: Finding, *, turn: int) -> FindingKey:
+    """What makes two findings the same alert: the label and the quoted spans.
+
+    A finding without evidence can only be told apart by the turn it was raised on.
+    """
+    if finding.evidence:
+        return finding.key
+    return (finding.label, ("turn", turn))
+
+
+def turn_score(assessment: Assessment) -> float:
+    """One turn's contribution to risk: the manipulation probability, else the strongest finding."""
+    if assessment.probability is not None:
+        return assessment.probability
+    return max((f.score for f in assessment.findings), default=0.0)
+
+
+@dataclass
+class ConversationState:
+    """Everything the monitor remembers about one conversation."""
+
+    conversation: Conversation
+    seen: set[FindingKey] = field(default_factory=set)
+    risk: float = 0.0
+    risk_history: list[float] = field(default_factory=list)
+    assessments: dict[int, Assessment] = field(default_factory=dict)
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    sync_order: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    async_order: asyncio.Lock | None = field(default=None, repr=False)
+    queue: asyncio.Queue[Turn] | None = field(default=None, repr=False)
+    worker: asyncio.Task[None] | None = field(default=None, repr=False)
+
+    def unassessed(self) -> list[int]:
+        return [t.index for t in self.conversation.turns if t.index not in self.assessments]
+
+
+class Monitor:
+    """Holds many conversations (keyed by id) and runs the detectors after each turn."""
+
+    def __init__(
+        self,
+        detectors: Sequence[Detector],
+        *,
+        window: int | None = None,
+        timeout_s: float | None = None,
+        queue_size: int | None = None,
+        max_concurrency: int = 64,
+        clock: Callable[[], float] = time.perf_counter,
+        risk_decay: float = RISK_DECAY,
+    ) -> None:
+        if window is None or timeout_s is None or queue_size is None:
+            from guardian.config import settings
+
+            section = settings().monitor
+            window = section.window if window is None else window
+            timeout_s = section.detector_timeout_s if timeout_s is None else timeout_s
+            queue_size = section.queue_size if queue_size is None else queue_size
+        self.detectors = list(detectors)
+        self.window = window
+        self.timeout_s = timeout_s
+        self.queue_size = queue_size
+        self.max_concurrency = max_concurrency
+        self.risk_decay = risk_decay
+        self._clock = clock
+        self._states: dict[str, ConversationState] = {}
+        self._states_lock = threading.Lock()
+        self._subscribers: list[Subscriber] = []
+        self._semaphore: asyncio.Semaphore | None = None
+        self._pool: ThreadPoolExecutor | None = None
+
+    # --- subscribers ------------------------------------------------------------------------
+
+    def subscribe(self, subscriber: Subscriber) -> Callable[[], None]:
+        """Call `subscriber(event)` for every event; returns the function that unsubscribes."""
+        self._subscribers.append(subscriber)
+        return lambda: self._subscribers.remove(subscriber)
+
+    def publish(self, event: Event) -> None:
+        """Send an event that did not come from a detector (e.g. an unreadable input line)."""
+        self._emit(event)
+
+    def _emit(self, event: Event) -> None:
+        for subscriber in list(self._subscribers):
+            try:
+                subscriber(event)
+            except Exception:  # a broken sink must not stop the others or the monitor
+                log.exception("monitor subscriber %r failed", subscriber)
+
+    # --- state --------------------------------------------------------------------------------
+
+    @property
+    def detector_names(self) -> tuple[str, ...]:
+        return tuple(d.name for d in self.detectors)
+
+    @property
+    def conversation_ids(self) -> list[str]:
+        return list(self._states)
+
+    def state(self, conversation_id: str) -> ConversationState:
+        with self._states_lock:
+            state = self._states.get(conversation_id)
+            if state is None:
+                state = ConversationState(Conversation(id=conversation_id))
+                self._states[conversation_id] = state
+            return state
+
+    def conversation(self, conversation_id: str) -> Conversation:
+        return self.state(conversation_id).conversation
+
+    def risk(self, conversation_id: str) -> float:
+        return self.state(conversation_id).risk
+
+    def restore(self, events: Iterable[Event]) -> None:
+        """Rebuild state from a session log (resume) without re-running detectors or emitting."""
+        for event in events:
+            if isinstance(event, TurnAdded):
+                state = self.state(event.conversation_id)
+                expected = len(state.conversation.turns)
+                if event.turn.index != expected:
+                    raise ValueError(
+                        f"conversation {event.conversation_id!r}: turn {event.turn.index} follows "
+                        f"{expected} turns in the log"
+                    )
+                state.conversation = state.conversation.model_copy(
+                    update={"turns": (*state.conversation.turns, event.turn)}
+                )
+            elif isinstance(event, AssessmentReady):
+                state = self.state(event.conversation_id)
+                state.assessments[event.assessment.turn] = event.assessment
+                state.risk = event.risk
+                state.risk_history.append(event.risk)
+            elif isinstance(event, FindingRaised):
+                self.state(event.conversation_id).seen.add(finding_key(event.finding, turn=event.turn))
+
+    # --- intake: async ------------------------------------------------------------------------
+
+    async def add_turn(
+        self,
+        conversation_id: str,
+        speaker: str,
+        text: str,
+        *,
+        start: float | None = None,
+        end: float | None = None,
+        source: str = "text",
+    ) -> Assessment:
+        """Record a turn, emit it, and assess it (after any earlier turn of the same conversation)."""
+        state = self.state(conversation_id)
+        turn = self._record(state, speaker, text, start=start, end=end, source=source)
+        return await self.assess(conversation_id, turn.index)
+
+    async def assess(self, conversation_id: str, index: int) -> Assessment:
+        """Assess turn `index` (already recorded) with all detectors; used for resumed turns too."""
+        state = self.state(conversation_id)
+        if state.async_order is None:
+            state.async_order = asyncio.Lock()
+        if self._semaphore is None:
+            self._semaphore = asyncio.Semaphore(self.max_concurrency)
+        async with state.async_order, self._semaphore:
+            window = state.conversation.upto(index).window(self.window)
+            began = self._clock()
+            results = await asyncio.gather(*(self._run_async(d, window) for d in self.detectors))
+            return self._finish(state, window, results, latency_ms=(self._clock() - began) * 1000)
+
+    async def _run_async(self, detector: Detector, window: Conversation) -> Assessment | DetectorError:
+        try:
+            return await asyncio.wait_for(detector.aanalyze(window), timeout=self.timeout_s)
+        except TimeoutError:
+            return DetectorError(
+                detector=detector.name, kind="timeout", message=f"no answer within {self.timeout_s:g} s"
+            )
+        except Exception as exc:
+            return DetectorError(detector=detector.name, kind="error", message=_describe(exc))
+
+    async def reassess_pending(self) -> int:
+        """Assess every recorded turn that has no assessment yet (a resumed log); returns how many."""
+        count = 0
+        for conversation_id in self.conversation_ids:
+            for index in self.state(conversation_id).unassessed():
+                await self.assess(conversation_id, index)
+                count += 1
+        return count
+
+    # --- intake: queued, with back-pressure ---------------------------------------------------
+
+    async def submit(
+        self,
+        conversation_id: str,
+        speaker: str,
+        text: str,
+        *,
+        start: float | None = None,
+        end: float | None = None,
+        source: str = "text",
+    ) -> None:
+        """Queue a turn; waits while the conversation's queue is full (never drops the turn)."""
+        state = self.state(conversation_id)
+        if state.queue is None:
+            state.queue = asyncio.Queue(maxsize=self.queue_size)
+            state.worker = asyncio.create_task(self._consume(conversation_id, state.queue))
+        # The turn is recorded (and its index fixed) only when the worker takes it, so
+        # queued turns of one conversation keep their order.
+        await state.queue.put(Turn(index=0, speaker=speaker, text=text, start=start, end=end, source=source))
+
+    async def _consume(self, conversation_id: str, queue: asyncio.Queue[Turn]) -> None:
+        while True:
+            pending = await queue.get()
+            try:
+                await self.add_turn(
+                    conversation_id,
+                    pending.speaker,
+                    pending.text,
+                    start=pending.start,
+                    end=pending.end,
+                    source=pending.source,
+                )
+            except Exception as exc:  # keep consuming: the turn is reported, never lost silently
+                log.exception("assessing a turn of %s failed", conversation_id)
+                self._emit(
+                    ErrorRaised(conversation_id=conversation_id, turn=None, kind="error", message=_describe(exc))
+                )
+            finally:
+                queue.task_done()
+
+    async def drain(self) -> None:
+        """Wait until every queued turn has been assessed."""
+        for state in list(self._states.values()):
+            if state.queue is not None:
+                await state.queue.join()
+
+    async def aclose(self) -> None:
+        """Drain the queues, then stop the workers."""
+        await self.drain()
+        workers = [s.worker for s in self._states.values() if s.worker is not None]
+        for worker in workers:
+            worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        for state in self._states.values():
+            state.worker = None
+            state.queue = None
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    # --- intake: sync (callbacks, scripts, threads without an event loop) ------------------
+
+    def add_turn_sync(
+        self,
+        conversation_id: str,
+        speaker: str,
+        text: str,
+        *,
+        start: float | None = None,
+        end: float | None = None,
+        source: str = "text",
+    ) -> Assessment:
+        """The blocking twin of `add_turn`: detectors run in a thread pool with the same timeouts."""
+        state = self.state(conversation_id)
+        with state.sync_order:
+            turn = self._record(state, speaker, text, start=start, end=end, source=source)
+            window = state.conversation.upto(turn.index).window(self.window)
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(
+                    max_workers=max(4, 2 * len(self.detectors)), thread_name_prefix="guardian-detector"
+                )
+            began = self._clock()
+            futures = [(d, self._pool.submit(d.analyze, window)) for d in self.detectors]
+            deadline = time.monotonic() + self.timeout_s
+            results: list[Assessment | DetectorError] = []
+            for detector, future in futures:
+                try:
+                    results.append(future.result(timeout=max(0.0, deadline - time.monotonic())))
+                except FutureTimeout:
+                    results.append(
+                        DetectorError(
+                            detector=detector.name,
+                            kind="timeout",
+                            message=f"no answer within {self.timeout_s:g} s",
+                        )
+                    )
+                except Exception as exc:
+                    results.append(DetectorError(detector=detector.name, kind="error", message=_describe(exc)))
+            return self._finish(state, window, results, latency_ms=(self._clock() - began) * 1000)
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._pool = None
+
+    # --- the shared core ------------------------------------------------------------------------
+
+    def _record(
+        self,
+        state: ConversationState,
+        speaker: str,
+        text: str,
+        *,
+        start: float | None,
+        end: float | None,
+        source: str,
+    ) -> Turn:
+        with state.lock:
+            state.conversation = state.conversation.append(
+                speaker, text, start=start, end=end, source=source
+            )
+            turn = state.conversation.turns[-1]
+        self._emit(TurnAdded(conversation_id=state.conversation.id, turn=turn))
+        return turn
+
+    def _finish(
+        self,
+        state: ConversationState,
+        window: Conversation,
+        results: Sequence[Assessment | DetectorError],
+        *,
+        latency_ms: float,
+    ) -> Assessment:
+        conversation_id = state.conversation.id
+        last = window.last
+        index = last.index if last is not None else -1
+        parts = [r for r in results if isinstance(r, Assessment)]
+        errors = [r for r in results if isinstance(r, DetectorError)]
+        for part in parts:
+            for finding in part.findings:
+                if not _grounded(finding, window):
+                    errors.append(
+                        DetectorError(
+                            detector=finding.detector,
+                            kind="error",
+                            message=f"dropped a {finding.label} finding whose quote is not in the transcript",
+                        )
+                    )
+        merged = Assessment.merge(parts, conversation_id=conversation_id, turn=index, latency_ms=latency_ms)
+        merged = merged.model_copy(
+            update={
+                "findings": tuple(f for f in merged.findings if _grounded(f, window)),
+                "errors": (*merged.errors, *errors),
+                "detectors": tuple(dict.fromkeys((*merged.detectors, *(e.detector for e in errors)))),
+            }
+        )
+        fresh: list[Finding] = []
+        with state.lock:
+            for finding in merged.findings:
+                key = finding_key(finding, turn=index)
+                if key not in state.seen:
+                    state.seen.add(key)
+                    fresh.append(finding)
+            state.risk = max(turn_score(merged), self.risk_decay * state.risk)
+            state.risk_history.append(state.risk)
+            state.assessments[index] = merged
+            risk = state.risk
+        for error in errors:
+            self._emit(ErrorRaised.from_detector(error, conversation_id=conversation_id, turn=index))
+        for finding in fresh:
+            self._emit(FindingRaised(conversation_id=conversation_id, turn=index, finding=finding))
+        self._emit(
+            AssessmentReady(conversation_id=conversation_id, assessment=merged, risk=risk, new_findings=len(fresh))
+        )
+        return merged
+
+
+def _grounded(finding: Finding, window: Conversation) -> bool:
+    """Evidence must be the transcript's own words at the span it names."""
+    for evidence in finding.evidence:
+        try:
+            text = window.turn(evidence.turn).text
+        except KeyError:
+            return False
+        if text[evidence.start : evidence.end] != evidence.quote:
+            return False
+    return True
+
+
+def _describe(exc: BaseException) -> str:
+    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__

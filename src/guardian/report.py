@@ -1,0 +1,274 @@
+"""Shareable reports of a watched session: Markdown, self-contained HTML, or JSON.
+
+A report is built from events only (a session log, or the TUI's own event list),
+so it shows exactly what was alerted at the time: the transcript with the quoted
+evidence highlighted, each finding with its definition, the intent of every turn
+and the risk over time. HTML escapes every transcript character: a conversation
+is untrusted input and must not be able to inject markup into the report.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+from guardian.conversation import Evidence, Turn
+from guardian.events import AssessmentReady, ErrorRaised, Event, FindingRaised, TurnAdded
+from guardian.findings import Assessment, Finding
+
+
+class ReportFormat(StrEnum):
+    MARKDOWN = "markdown"
+    HTML = "html"
+    JSON = "json"
+
+
+#: Plain-language descriptions of derived patterns (findings without a technique).
+PATTERN_DEFINITIONS: dict[str, str] = {
+    "key_phrase": "A phrase from MentalManip's list of key phrases that often carry manipulation.",
+    "persistent_pressure": "A request repeated after the other person has refused.",
+    "criticism_after_refusal": "Criticism of the other person right after they refused.",
+}
+
+
+def definition(finding: Finding) -> str:
+    if finding.technique is not None:
+        return finding.technique.definition
+    return PATTERN_DEFINITIONS.get(str(finding.pattern), "A pattern reported by the detector.")
+
+
+@dataclass(slots=True)
+class ConversationReport:
+    """One conversation's story, assembled from events in the order they happened."""
+
+    conversation_id: str
+    turns: list[Turn] = field(default_factory=list)
+    assessments: dict[int, Assessment] = field(default_factory=dict)
+    risk: dict[int, float] = field(default_factory=dict)
+    findings: list[tuple[int, Finding]] = field(default_factory=list)
+    errors: list[ErrorRaised] = field(default_factory=list)
+
+    def evidence_in(self, turn: int) -> list[Evidence]:
+        return [e for _, f in self.findings for e in f.evidence if e.turn == turn]
+
+    @property
+    def peak_risk(self) -> float:
+        return max(self.risk.values(), default=0.0)
+
+
+def collect(events: Iterable[Event]) -> list[ConversationReport]:
+    reports: dict[str, ConversationReport] = {}
+
+    def get(cid: str) -> ConversationReport:
+        return reports.setdefault(cid, ConversationReport(cid))
+
+    for event in events:
+        if isinstance(event, TurnAdded):
+            get(event.conversation_id).turns.append(event.turn)
+        elif isinstance(event, AssessmentReady):
+            rep = get(event.conversation_id)
+            rep.assessments[event.assessment.turn] = event.assessment
+            rep.risk[event.assessment.turn] = event.risk
+        elif isinstance(event, FindingRaised):
+            get(event.conversation_id).findings.append((event.turn, event.finding))
+        elif event.conversation_id is not None:
+            get(event.conversation_id).errors.append(event)
+    return list(reports.values())
+
+
+def render(events: Iterable[Event], *, fmt: ReportFormat, title: str = "guardian report") -> str:
+    reports = collect(events)
+    if fmt is ReportFormat.JSON:
+        return json.dumps({"title": title, "conversations": [_json(r) for r in reports]}, indent=2) + "\n"
+    if fmt is ReportFormat.HTML:
+        return _html(reports, title)
+    return _markdown(reports, title)
+
+
+# --- JSON ------------------------------------------------------------------------------------
+
+
+def _json(rep: ConversationReport) -> dict[str, Any]:
+    return {
+        "conversation_id": rep.conversation_id,
+        "peak_risk": rep.peak_risk,
+        "turns": [
+            {
+                **t.model_dump(mode="json"),
+                "risk": rep.risk.get(t.index),
+                "intents": [
+                    i.model_dump(mode="json") for i in _intents(rep.assessments.get(t.index))
+                ],
+            }
+            for t in rep.turns
+        ],
+        "findings": [
+            {"raised_at_turn": turn, "definition": definition(f), **f.model_dump(mode="json")}
+            for turn, f in rep.findings
+        ],
+        "errors": [
+            {"turn": e.turn, "kind": e.kind, "detector": e.detector, "message": e.message} for e in rep.errors
+        ],
+    }
+
+
+def _intents(assessment: Assessment | None) -> tuple[Any, ...]:
+    return assessment.intents if assessment is not None else ()
+
+
+# --- Markdown --------------------------------------------------------------------------------
+
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>#|"})
+
+
+def _md(text: str) -> str:
+    return text.translate(_MD_SPECIAL)
+
+
+def _spans(text: str, evidence: list[Evidence]) -> list[tuple[str, bool]]:
+    """Split a turn's text into (piece, highlighted) runs; overlapping spans are merged."""
+    marks = sorted({(e.start, e.end) for e in evidence if 0 <= e.start < e.end <= len(text)})
+    merged: list[list[int]] = []
+    for start, end in marks:
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    pieces: list[tuple[str, bool]] = []
+    pos = 0
+    for start, end in merged:
+        if start > pos:
+            pieces.append((text[pos:start], False))
+        pieces.append((text[start:end], True))
+        pos = end
+    if pos < len(text):
+        pieces.append((text[pos:], False))
+    return pieces
+
+
+def _markdown(reports: list[ConversationReport], title: str) -> str:
+    out = [f"# {_md(title)}", ""]
+    for rep in reports:
+        out += [f"## Conversation {_md(rep.conversation_id)}", ""]
+        out += [
+            f"{len(rep.turns)} turns, {len(rep.findings)} findings, peak risk {rep.peak_risk:.2f}.",
+            "",
+            "### Transcript",
+            "",
+        ]
+        for turn in rep.turns:
+            body = "".join(f"**{_md(p)}**" if hit else _md(p) for p, hit in _spans(turn.text, rep.evidence_in(turn.index)))
+            risk = rep.risk.get(turn.index)
+            suffix = f" *(risk {risk:.2f})*" if risk is not None else ""
+            out.append(f"{turn.index}. **{_md(turn.speaker)}**: {body}{suffix}")
+            for intent in _intents(rep.assessments.get(turn.index)):
+                out.append(f"   - intent: {_md(intent.intention)} ({intent.face_act.value}, {intent.score:.2f})")
+        out += ["", "### Findings", ""]
+        if not rep.findings:
+            out += ["No findings.", ""]
+        for raised, f in rep.findings:
+            quotes = "; ".join(f'"{_md(e.quote)}" (turn {e.turn})' for e in f.evidence) or "no quote"
+            vulns = ", ".join(v.value for v in f.vulnerabilities) or "—"
+            out += [
+                f"- **{_md(f.label)}** — confidence {f.score:.2f}, by {_md(f.detector)}, raised at turn {raised}",
+                f"  - quote: {quotes}",
+                f"  - targets: {vulns}",
+                f"  - definition: {_md(definition(f))}",
+            ]
+            if f.explanation:
+                out.append(f"  - why: {_md(f.explanation)}")
+        if rep.errors:
+            out += ["", "### Problems", ""]
+            out += [f"- turn {e.turn}: {e.kind} in {e.detector or 'input'}: {_md(e.message)}" for e in rep.errors]
+        out.append("")
+    return "\n".join(out) + "\n"
+
+
+# --- HTML ------------------------------------------------------------------------------------
+
+_CSS = """
+body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
+.turn{margin:.4rem 0}.speaker{font-weight:600}.s0{color:#1f5fbf}.s1{color:#b5451b}.s2{color:#2e7d32}
+.s3{color:#7b1fa2}mark{background:#ffd54f;padding:0 .1em}.intent{color:#666;font-size:.9em;margin-left:1.5rem}
+.risk{color:#888;font-size:.85em}.finding{border-left:4px solid #e53935;padding:.3rem .8rem;margin:.8rem 0}
+.bar{display:inline-block;height:.6em;background:#e53935}.def{color:#444}svg{border:1px solid #ddd}
+"""
+
+
+def _e(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def risk_svg(points: list[float], *, width: int = 480, height: int = 80) -> str:
+    """A small inline SVG line chart of risk per turn (0 at the bottom, 1 at the top)."""
+    if not points:
+        return ""
+    step = width / max(1, len(points) - 1)
+    coords = " ".join(
+        f"{i * step:.1f},{height - max(0.0, min(1.0, p)) * (height - 4) - 2:.1f}" for i, p in enumerate(points)
+    )
+    return (
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" role="img" aria-label="risk per turn">'
+        f'<polyline fill="none" stroke="#e53935" stroke-width="2" points="{coords}"/></svg>'
+    )
+
+
+def _html(reports: list[ConversationReport], title: str) -> str:
+    body: list[str] = [f"<h1>{_e(title)}</h1>"]
+    for rep in reports:
+        speakers = list(dict.fromkeys(t.speaker for t in rep.turns))
+        body.append(f"<h2>Conversation {_e(rep.conversation_id)}</h2>")
+        body.append(
+            f"<p>{len(rep.turns)} turns, {len(rep.findings)} findings, peak risk {rep.peak_risk:.2f}.</p>"
+        )
+        body.append("<h3>Risk over time</h3>")
+        body.append(risk_svg([rep.risk[i] for i in sorted(rep.risk)]))
+        body.append("<h3>Transcript</h3>")
+        for turn in rep.turns:
+            text = "".join(
+                f"<mark>{_e(p)}</mark>" if hit else _e(p) for p, hit in _spans(turn.text, rep.evidence_in(turn.index))
+            )
+            cls = f"s{speakers.index(turn.speaker) % 4}"
+            risk = rep.risk.get(turn.index)
+            risk_html = f' <span class="risk">risk {risk:.2f}</span>' if risk is not None else ""
+            body.append(
+                f'<div class="turn" id="turn-{turn.index}"><span class="speaker {cls}">{_e(turn.speaker)}:</span> '
+                f"{text}{risk_html}</div>"
+            )
+            for intent in _intents(rep.assessments.get(turn.index)):
+                body.append(
+                    f'<div class="intent">intent: {_e(intent.intention)} '
+                    f"({_e(intent.face_act.value)}, {intent.score:.2f})</div>"
+                )
+        body.append("<h3>Findings</h3>")
+        if not rep.findings:
+            body.append("<p>No findings.</p>")
+        for raised, f in rep.findings:
+            quotes = "".join(f"<li>&ldquo;<mark>{_e(e.quote)}</mark>&rdquo; (turn {e.turn})</li>" for e in f.evidence)
+            vulns = ", ".join(_e(v.value) for v in f.vulnerabilities) or "&mdash;"
+            why = f"<p>Why: {_e(f.explanation)}</p>" if f.explanation else ""
+            body.append(
+                f'<div class="finding"><strong>{_e(f.label)}</strong> '
+                f'<span class="bar" style="width:{f.score * 6:.2f}em"></span> {f.score:.2f} '
+                f"&middot; {_e(f.detector)} &middot; raised at turn {raised}"
+                f'<p class="def">{_e(definition(f))}</p><ul>{quotes}</ul>'
+                f"<p>Targets: {vulns}</p>{why}</div>"
+            )
+        if rep.errors:
+            body.append("<h3>Problems</h3><ul>")
+            body += [
+                f"<li>turn {e.turn}: {_e(e.kind)} in {_e(e.detector or 'input')}: {_e(e.message)}</li>"
+                for e in rep.errors
+            ]
+            body.append("</ul>")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )

@@ -1,0 +1,323 @@
+"""`guardian watch`: wire a source, the detectors, the monitor and a sink (TUI or JSON Lines).
+
+Everything that can fail because of the user's input (a missing file, an unknown
+detector, a malformed log) fails here, before the TUI takes the terminal, so the
+CLI can print one plain sentence.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO
+
+from guardian.detectors.base import Detector
+from guardian.errors import GuardianError, InputError
+from guardian.events import ErrorRaised, Event, TurnAdded, to_dict
+from guardian.monitor import Monitor
+from guardian.readers import InputFormat, read_transcript
+from guardian.session_log import SessionHeader, SessionLog, default_log_path, read_log
+from guardian.watch_sources import (
+    Pacer,
+    SourceItem,
+    TurnInput,
+    follow_file,
+    read_stream,
+    replay,
+)
+
+#: Replay speed (turns per second) in the TUI when neither --speed nor --instant is given.
+DEFAULT_TUI_SPEED = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class WatchOptions:
+    file: str | None = None
+    speed: float | None = None
+    instant: bool = False
+    follow: bool = False
+    headless: bool = False
+    resume: Path | None = None
+    detectors: tuple[str, ...] | None = None
+    log: Path | None = None
+    no_log: bool = False
+    input_format: str = "auto"
+    export_dir: Path | None = None
+
+
+SourceFactory = Callable[[Pacer], AsyncIterator[SourceItem]]
+
+
+@dataclass
+class WatchSession:
+    """A prepared session: the monitor, where turns come from, and what was restored."""
+
+    monitor: Monitor
+    conversation_id: str
+    source_label: str
+    make_source: SourceFactory | None
+    interval: float
+    mode: str = "replay"  # replay | follow | stream | chat
+    log: SessionLog | None = None
+    restored: list[Event] = field(default_factory=list)
+    problems: list[ErrorRaised] = field(default_factory=list)
+    export_dir: Path = field(default_factory=Path.cwd)
+
+    async def pump(self, pacer: Pacer) -> int:
+        """Feed every item of the source to the monitor; returns the number of turns submitted."""
+        if self.make_source is None:
+            return 0
+        count = 0
+        async for item in self.make_source(pacer):
+            if isinstance(item, TurnInput):
+                await self.monitor.submit(
+                    self.conversation_id, item.speaker, item.text, start=item.start, end=item.end
+                )
+                count += 1
+            else:
+                self.monitor.publish(
+                    ErrorRaised(
+                        conversation_id=self.conversation_id,
+                        turn=None,
+                        kind="input",
+                        message=item.message,
+                        line=item.line,
+                    )
+                )
+        return count
+
+    def close(self) -> None:
+        self.monitor.close()
+        if self.log is not None:
+            self.log.close()
+
+
+def default_detector_names() -> list[str]:
+    """Detectors used when none are named: the registry's defaults (configured, else every
+    installed local detector), or, with an older registry, every registered one that is
+    not an LLM (a detector class can opt out with `local = False`)."""
+    from guardian.detectors import registry
+
+    defaults: Callable[[], list[str]] | None = getattr(registry, "default_names", None)
+    if defaults is not None:
+        return list(defaults())
+    chosen = []
+    for name in registry.names():
+        try:
+            factory = registry.factory(name)
+        except GuardianError:
+            chosen.append(name)  # reported as unavailable when it fails to load
+            continue
+        if getattr(factory, "local", True) and "llm" not in name:
+            chosen.append(name)
+    return chosen
+
+
+def load_detectors(names: list[str] | None) -> tuple[list[Detector], list[ErrorRaised]]:
+    """Create and warm up detectors. Named ones must load; defaults that fail are reported and skipped."""
+    from guardian.detectors import registry
+
+    explicit = names is not None
+    wanted = list(names) if names is not None else default_detector_names()
+    detectors: list[Detector] = []
+    problems: list[ErrorRaised] = []
+    for name in wanted:
+        try:
+            detector = registry.create(name)
+            detector.warm_up()
+        except Exception as exc:
+            if explicit:
+                if isinstance(exc, GuardianError):
+                    raise
+                raise GuardianError(f"detector {name!r} could not start ({type(exc).__name__}: {exc})") from exc
+            problems.append(
+                ErrorRaised(conversation_id=None, turn=None, kind="unavailable", detector=name, message=str(exc))
+            )
+            continue
+        detectors.append(detector)
+    if not detectors:
+        reasons = "; ".join(f"{p.detector}: {p.message}" for p in problems) or "none are installed"
+        raise GuardianError(f"no detector could be started ({reasons})")
+    return detectors, problems
+
+
+def _skip(source: AsyncIterator[SourceItem], count: int) -> AsyncIterator[SourceItem]:
+    async def gen() -> AsyncIterator[SourceItem]:
+        seen = 0
+        async for item in source:
+            if isinstance(item, TurnInput) and seen < count:
+                seen += 1
+                continue
+            yield item
+
+    return gen()
+
+
+def prepare(
+    options: WatchOptions,
+    *,
+    tui: bool,
+    stdin: IO[bytes] | None = None,
+    monitor_factory: Callable[[list[Detector]], Monitor] | None = None,
+) -> WatchSession:
+    """Read inputs, load detectors and the resumed log; raise GuardianError for anything wrong."""
+    if options.speed is not None and options.speed <= 0:
+        raise InputError("--speed must be a positive number of turns per second")
+    restored: list[Event] = []
+    conversation_id: str | None = None
+    if options.resume is not None:
+        record = read_log(options.resume)
+        restored = list(record.events)
+        ids = [e.conversation_id for e in restored if isinstance(e, TurnAdded)]
+        conversation_id = ids[0] if ids else None
+    file = options.file
+    if file is None and not tui:
+        file = "-"  # headless with no file: read the turns from standard input
+    make_source: SourceFactory | None
+    if file is None:
+        make_source, label, default_id, mode = None, "typed chat", "chat", "chat"
+    elif file == "-":
+        stream = stdin if stdin is not None else sys.stdin.buffer
+
+        def make_source(pacer: Pacer) -> AsyncIterator[SourceItem]:
+            return read_stream(stream, pacer=pacer)
+
+        label, default_id, mode = "standard input", "stdin", "stream"
+    elif options.follow:
+        path = Path(file)
+        if path.is_dir():
+            raise InputError("is a directory; give a chat log file", source=file)
+
+        def make_source(pacer: Pacer) -> AsyncIterator[SourceItem]:
+            return follow_file(path, pacer=pacer)
+
+        label, default_id, mode = f"{file} (following)", path.stem, "follow"
+    else:
+        conversation = read_transcript(file, input_format=InputFormat(options.input_format))
+
+        def make_source(pacer: Pacer) -> AsyncIterator[SourceItem]:
+            return replay(conversation, pacer)
+
+        label, default_id, mode = file, Path(file).stem, "replay"
+    conversation_id = conversation_id or default_id
+
+    detectors, problems = load_detectors(list(options.detectors) if options.detectors else None)
+    monitor = monitor_factory(detectors) if monitor_factory is not None else Monitor(detectors)
+    monitor.restore(restored)
+    already = len(monitor.conversation(conversation_id).turns)
+    if make_source is not None and already:
+        inner = make_source
+
+        def make_source(pacer: Pacer) -> AsyncIterator[SourceItem]:
+            return _skip(inner(pacer), already)
+
+    log: SessionLog | None = None
+    if not options.no_log:
+        path = options.resume or options.log or default_log_path(conversation_id)
+        log = SessionLog(path).open(SessionHeader(label, monitor.detector_names, time.time()))
+        monitor.subscribe(log.write)
+        for problem in problems:
+            log.write(problem)
+
+    if options.instant:
+        interval = 0.0
+    elif options.speed is not None:
+        interval = 1.0 / options.speed
+    else:
+        interval = 1.0 / DEFAULT_TUI_SPEED if tui and not options.follow and file != "-" else 0.0
+    return WatchSession(
+        monitor=monitor,
+        conversation_id=conversation_id,
+        source_label=label,
+        make_source=make_source,
+        interval=interval,
+        mode=mode,
+        log=log,
+        restored=restored,
+        problems=problems,
+        export_dir=options.export_dir or Path.cwd(),
+    )
+
+
+async def run_headless(session: WatchSession, *, out: IO[str] | None = None) -> int:
+    """Print every event as one JSON object per line (the schema of docs/watch.md).
+
+    When the reader goes away (`| head`), the session stops quietly; the log keeps
+    what was seen.
+    """
+    stream = out if out is not None else sys.stdout
+    closed = asyncio.Event()
+
+    def emit(event: Event) -> None:
+        if closed.is_set():
+            return
+        try:
+            stream.write(json.dumps(to_dict(event), ensure_ascii=False) + "\n")
+            stream.flush()
+        except BrokenPipeError:
+            closed.set()
+            with contextlib.suppress(OSError, ValueError):
+                devnull = os.open(os.devnull, os.O_WRONLY)
+                os.dup2(devnull, stream.fileno())
+
+    for problem in session.problems:
+        emit(problem)
+    session.monitor.subscribe(emit)
+
+    async def work() -> None:
+        await session.monitor.reassess_pending()
+        await session.pump(Pacer(interval=session.interval))
+        await session.monitor.drain()
+
+    try:
+        task = asyncio.create_task(work())
+        stop = asyncio.create_task(closed.wait())
+        await asyncio.wait({task, stop}, return_when=asyncio.FIRST_COMPLETED)
+        stop.cancel()
+        if not task.done():
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        await session.monitor.aclose()
+    finally:
+        session.close()
+    return 0
+
+
+def _reattach_terminal() -> IO[bytes]:
+    """`… | guardian watch -` with a TUI: keep the pipe for turns, give the TUI the terminal's keyboard."""
+    data_fd = os.dup(0)
+    tty = os.open("/dev/tty", os.O_RDONLY)
+    os.dup2(tty, 0)
+    os.close(tty)
+    return os.fdopen(data_fd, "rb", buffering=0)
+
+
+def run_watch(options: WatchOptions) -> int:
+    headless = options.headless or not sys.stdout.isatty()
+    stdin: IO[bytes] | None = None
+    if not headless and options.file == "-":
+        try:
+            stdin = _reattach_terminal()
+        except OSError:
+            headless = True  # no terminal to type into: fall back to JSON Lines
+    session = prepare(options, tui=not headless, stdin=stdin)
+    if headless:
+        return asyncio.run(run_headless(session))
+    from guardian.tui.app import GuardianApp
+
+    app = GuardianApp(session)
+    try:
+        app.run()
+    finally:
+        session.close()
+    if session.log is not None:
+        print(f"session log: {session.log.path}", file=sys.stderr)
+    return 0

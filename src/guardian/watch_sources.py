@@ -1,0 +1,217 @@
+"""Where `guardian watch` gets turns: a transcript replayed, a growing file, or a stream.
+
+Every source is an async iterator of `TurnInput` or `InputProblem`, shared by the
+TUI and the headless printer. Live text is read line by line with
+`guardian.readers.parse_line`; a line without a speaker continues the previous
+turn (chat logs wrap long messages), and is never thrown away: once that turn has
+been sent it becomes a new turn by the same speaker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import IO
+
+from guardian.conversation import Conversation
+from guardian.readers import parse_line
+
+
+@dataclass(frozen=True, slots=True)
+class TurnInput:
+    speaker: str
+    text: str
+    line: int | None = None
+    start: float | None = None
+    end: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class InputProblem:
+    line: int | None
+    message: str
+
+
+SourceItem = TurnInput | InputProblem
+
+
+class Pacer:
+    """Replay pacing with pause/resume; interval 0 means as fast as detectors allow."""
+
+    def __init__(self, *, interval: float = 0.0) -> None:
+        self.interval = interval
+        self._running = asyncio.Event()
+        self._running.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self._running.is_set()
+
+    def pause(self) -> None:
+        self._running.clear()
+
+    def resume(self) -> None:
+        self._running.set()
+
+    def toggle(self) -> bool:
+        """Flip pause; returns True when now paused."""
+        if self.paused:
+            self.resume()
+        else:
+            self.pause()
+        return self.paused
+
+    async def wait(self, *, first: bool = False) -> None:
+        await self._running.wait()
+        if self.interval > 0 and not first:
+            await asyncio.sleep(self.interval)
+            await self._running.wait()
+
+
+async def replay(conversation: Conversation, pacer: Pacer, *, skip: int = 0) -> AsyncIterator[SourceItem]:
+    """The turns of a transcript, one per pacer tick; the first `skip` are already in a resumed log."""
+    for n, turn in enumerate(conversation.turns[skip:]):
+        await pacer.wait(first=n == 0)
+        yield TurnInput(turn.speaker, turn.text, line=None, start=turn.start, end=turn.end)
+
+
+class LineAssembler:
+    """Turns live text lines into turns (`Name: text` or a JSON object per line)."""
+
+    def __init__(self) -> None:
+        self.pending: TurnInput | None = None
+        self.last_speaker: str | None = None
+        self.line = 0
+
+    def feed(self, line: str) -> list[SourceItem]:
+        self.line += 1
+        line = line.rstrip("\r\n")
+        if not line.strip():
+            return []
+        if line.lstrip().startswith("{"):
+            return [*self.flush(), self._json(line)]
+        parsed = parse_line(line)
+        if parsed is not None:
+            out = self.flush()
+            self.pending = TurnInput(parsed[0], parsed[1].strip(), line=self.line)
+            return out
+        if self.pending is not None:
+            self.pending = replace(self.pending, text=f"{self.pending.text} {line.strip()}".strip())
+            return []
+        if self.last_speaker is not None:
+            self.pending = TurnInput(self.last_speaker, line.strip(), line=self.line)
+            return []
+        return [
+            InputProblem(self.line, f"expected 'Name: text' (a speaker, a colon, what they said), got {line[:60]!r}")
+        ]
+
+    def flush(self) -> list[SourceItem]:
+        pending, self.pending = self.pending, None
+        if pending is None or not pending.text:
+            return []
+        self.last_speaker = pending.speaker
+        return [pending]
+
+    def _json(self, line: str) -> SourceItem:
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            return InputProblem(self.line, f"not valid JSON ({exc.msg})")
+        speaker = obj.get("speaker") if isinstance(obj, dict) else None
+        text = obj.get("text") if isinstance(obj, dict) else None
+        if not isinstance(speaker, str) or not speaker.strip() or not isinstance(text, str):
+            return InputProblem(self.line, 'expected {"speaker": "...", "text": "..."}')
+        self.last_speaker = speaker.strip()
+        return TurnInput(speaker.strip(), text.strip(), line=self.line)
+
+
+async def _assemble(
+    lines: asyncio.Queue[str | None], pacer: Pacer | None, *, idle_flush: float
+) -> AsyncIterator[SourceItem]:
+    """Group queued lines into turns; a pause in the input (idle_flush s) completes the pending turn."""
+    assembler = LineAssembler()
+    first = True
+    while True:
+        try:
+            line = await asyncio.wait_for(lines.get(), timeout=idle_flush)
+        except TimeoutError:
+            items = assembler.flush()
+        else:
+            if line is None:
+                for item in assembler.flush():
+                    yield item
+                return
+            items = assembler.feed(line)
+        for item in items:
+            if pacer is not None:
+                await pacer.wait(first=first)
+            first = False
+            yield item
+
+
+async def read_stream(
+    stream: IO[bytes], *, pacer: Pacer | None = None, idle_flush: float = 0.3
+) -> AsyncIterator[SourceItem]:
+    """Lines from a binary stream (stdin, a pipe) until end of file, read in a thread."""
+    loop = asyncio.get_running_loop()
+    lines: asyncio.Queue[str | None] = asyncio.Queue()
+
+    def pump() -> None:
+        try:
+            for raw in iter(stream.readline, b""):
+                loop.call_soon_threadsafe(lines.put_nowait, raw.decode("utf-8", errors="replace"))
+        finally:
+            loop.call_soon_threadsafe(lines.put_nowait, None)
+
+    threading.Thread(target=pump, name="guardian-stdin", daemon=True).start()
+    async for item in _assemble(lines, pacer, idle_flush=idle_flush):
+        yield item
+
+
+async def follow_file(
+    path: Path,
+    *,
+    pacer: Pacer | None = None,
+    poll: float = 0.2,
+    idle_flush: float = 0.5,
+    stop: asyncio.Event | None = None,
+) -> AsyncIterator[SourceItem]:
+    """Read a file from the start, then keep reading what is appended (like `tail -f`).
+
+    A file that shrinks (rotated or truncated) is read again from its start.
+    """
+    lines: asyncio.Queue[str | None] = asyncio.Queue()
+    stop = stop or asyncio.Event()
+
+    async def tail() -> None:
+        pos = 0
+        partial = b""
+        while not stop.is_set():
+            try:
+                size = path.stat().st_size
+            except FileNotFoundError:
+                size = 0
+            if size < pos:
+                pos, partial = 0, b""
+            if size > pos:
+                with path.open("rb") as f:
+                    f.seek(pos)
+                    data = f.read(size - pos)
+                pos += len(data)
+                *complete, partial = (partial + data).split(b"\n")
+                for raw in complete:
+                    lines.put_nowait(raw.decode("utf-8", errors="replace"))
+            await asyncio.sleep(poll)
+        lines.put_nowait(None)
+
+    task = asyncio.create_task(tail())
+    try:
+        async for item in _assemble(lines, pacer, idle_flush=idle_flush):
+            yield item
+    finally:
+        stop.set()
+        task.cancel()
