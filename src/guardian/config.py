@@ -69,11 +69,21 @@ class LocalModelSettings(_Section):
 
 
 class AudioSettings(_Section):
-    whisper_model: str | None = None
+    """`guardian listen` (guardian.audio); defaults measured by scripts/bench_audio.py."""
+
+    whisper_model: str | None = Field(
+        default=None, description="CTranslate2 Whisper directory or cached model name; None = bundled tiny.en"
+    )
     device: str | int | None = None
-    silence_s: float = 0.6
-    max_utterance_s: float = 20.0
-    speakers: int = 2
+    silence_s: float = Field(default=0.6, gt=0.0, description="silence that ends an utterance")
+    max_utterance_s: float = Field(default=20.0, gt=1.0)
+    speakers: int = Field(default=2, ge=1, description="speakers to tell apart on a mono mix")
+    speaker_threshold: float = Field(
+        default=0.8, ge=-1.0, le=1.0, description="cosine similarity below which a new voice opens a speaker"
+    )
+    vad_threshold: float = Field(default=0.5, gt=0.0, lt=1.0)
+    language: str | None = "en"
+    cpu_threads: int = Field(default=0, ge=0, description="Whisper CPU threads; 0 = CTranslate2's default")
 
 
 class MonitorSettings(_Section):

@@ -1,0 +1,214 @@
+"""Audio in, turns out: source -> VAD -> Whisper -> speaker, as a stream of events.
+
+`AudioPipeline.events()` is a plain generator and `aevents()` its async twin, so
+the same pipeline feeds the monitor behind the TUI, `guardian listen --headless`
+and the benchmark. Besides turns it reports the input level (for a meter) and
+the microphone state; these are frequent and may be coalesced by a slow
+consumer, turns never are.
+
+Errors: a source that fails mid-stream (device unplugged) does not lose speech
+already heard — open utterances are cut and transcribed first, then an
+`AudioError` event carries the one-sentence reason and the stream ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+
+from guardian.audio.sources import AudioSource
+from guardian.audio.speakers import SpeakerAttributor
+from guardian.audio.transcribe import Transcriber
+from guardian.audio.vad import SAMPLE_RATE, Segmenter, Utterance, VadConfig
+from guardian.conversation import Turn
+from guardian.errors import GuardianError
+
+MicState = Literal["listening", "speech", "stopped", "error"]
+
+
+@dataclass(frozen=True, slots=True)
+class TurnHeard:
+    """A transcribed utterance. `latency_s` = silence hangover + transcription + attribution."""
+
+    turn: Turn
+    channel: int
+    speech_end: float
+    decided: float
+    cut: str
+    compute_s: float
+    latency_s: float
+    wall_time: float = field(default_factory=time.time)
+
+
+@dataclass(frozen=True, slots=True)
+class LevelMeasured:
+    """Input level per channel in dBFS (RMS over the last interval), for a level meter."""
+
+    time: float
+    levels_db: tuple[float, ...]
+    speech: bool
+
+
+@dataclass(frozen=True, slots=True)
+class MicStateChanged:
+    state: MicState
+    source: str
+    time: float
+
+
+@dataclass(frozen=True, slots=True)
+class AudioError:
+    """The source failed; every turn heard before it has already been emitted."""
+
+    message: str
+    time: float
+
+
+AudioEvent = TurnHeard | LevelMeasured | MicStateChanged | AudioError
+
+
+def level_db(samples: np.ndarray) -> float:
+    rms = float(np.sqrt(np.mean(np.square(samples, dtype=np.float64)))) if len(samples) else 0.0
+    return max(-100.0, 20.0 * np.log10(rms)) if rms > 0 else -100.0
+
+
+class AudioPipeline:
+    """One audio source, one segmenter per channel, a shared transcriber and speaker attribution."""
+
+    def __init__(
+        self,
+        source: AudioSource,
+        *,
+        transcriber: Transcriber,
+        speakers: SpeakerAttributor,
+        vad: VadConfig | None = None,
+        level_interval_s: float = 0.1,
+        first_index: int = 0,
+    ) -> None:
+        self.source = source
+        self.transcriber = transcriber
+        self.speakers = speakers
+        self.vad = vad or VadConfig()
+        self.level_interval_s = level_interval_s
+        self._next_index = first_index
+        self._stop = threading.Event()
+
+    def stop(self) -> None:
+        """Ask the stream to end (thread-safe); open speech is still transcribed."""
+        self._stop.set()
+        self.source.close()
+
+    def events(self) -> Iterator[AudioEvent]:
+        segmenters = [Segmenter(self.vad, channel=c) for c in range(self.source.channels)]
+        yield MicStateChanged("listening", self.source.name, 0.0)
+        speaking = False
+        level_every = max(1, int(self.level_interval_s * SAMPLE_RATE))
+        level_acc: list[np.ndarray] = []
+        level_n = 0
+        now = 0.0
+        error: str | None = None
+        try:
+            for chunk in self.source.chunks():
+                now = chunk.start + len(chunk.samples) / SAMPLE_RATE
+                heard: list[Utterance] = []
+                for segmenter in segmenters:
+                    heard.extend(segmenter.push(chunk.samples[:, segmenter.channel]))
+                level_acc.append(chunk.samples)
+                level_n += len(chunk.samples)
+                is_speaking = any(s.speaking for s in segmenters)
+                if level_n >= level_every:
+                    block = np.concatenate(level_acc)
+                    levels = tuple(level_db(block[:, c]) for c in range(block.shape[1]))
+                    yield LevelMeasured(now, levels, is_speaking)
+                    level_acc, level_n = [], 0
+                if is_speaking != speaking:
+                    speaking = is_speaking
+                    yield MicStateChanged("speech" if speaking else "listening", self.source.name, now)
+                for utterance in sorted(heard, key=lambda u: u.decided):
+                    yield from self._turn(utterance)
+                if self._stop.is_set():
+                    break
+        except GuardianError as exc:
+            error = str(exc)
+        leftovers = [u for s in segmenters for u in s.flush()]
+        for utterance in sorted(leftovers, key=lambda u: u.start):
+            yield from self._turn(utterance)
+        if error is not None:
+            yield AudioError(error, now)
+            yield MicStateChanged("error", self.source.name, now)
+        else:
+            yield MicStateChanged("stopped", self.source.name, now)
+
+    def _turn(self, utterance: Utterance) -> Iterator[TurnHeard]:
+        began = time.perf_counter()
+        transcript = self.transcriber.transcribe(utterance.samples)
+        if not transcript.text:
+            return
+        speaker = self.speakers.attribute(utterance.samples, channel=utterance.channel)
+        compute = time.perf_counter() - began
+        turn = Turn(
+            index=self._next_index,
+            speaker=speaker,
+            text=transcript.text,
+            start=round(utterance.start, 3),
+            end=round(utterance.end, 3),
+            source="audio",
+        )
+        self._next_index += 1
+        yield TurnHeard(
+            turn=turn,
+            channel=utterance.channel,
+            speech_end=utterance.speech_end,
+            decided=utterance.decided,
+            cut=utterance.cut,
+            compute_s=compute,
+            latency_s=(utterance.decided - utterance.speech_end) + compute,
+        )
+
+    async def aevents(self, *, max_pending: int = 64) -> AsyncIterator[AudioEvent]:
+        """The same events from a worker thread; level events are dropped when the consumer lags."""
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue[AudioEvent | None] = asyncio.Queue(maxsize=max_pending)
+        failure: list[BaseException] = []
+
+        def put(event: AudioEvent | None) -> None:
+            if isinstance(event, LevelMeasured) and queue.full():
+                return
+            future = asyncio.run_coroutine_threadsafe(queue.put(event), loop)
+            with contextlib.suppress(Exception):
+                future.result()
+
+        def work() -> None:
+            try:
+                for event in self.events():
+                    if self._stop.is_set() and isinstance(event, LevelMeasured):
+                        continue
+                    put(event)
+            except BaseException as exc:
+                failure.append(exc)
+            finally:
+                put(None)
+
+        thread = threading.Thread(target=work, name="guardian-audio", daemon=True)
+        thread.start()
+        try:
+            while True:
+                event = await queue.get()
+                if event is None:
+                    break
+                yield event
+        finally:
+            self.stop()
+            while thread.is_alive():  # let the worker finish its last put
+                with contextlib.suppress(asyncio.QueueEmpty):
+                    queue.get_nowait()
+                await asyncio.sleep(0.01)
+        if failure:
+            raise failure[0]
