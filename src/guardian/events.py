@@ -160,3 +160,74 @@ def from_dict(data: dict[str, Any], *, source: str = "<events>", line: int | Non
         reason = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
         raise InputError(f"malformed {kind} event ({reason})", source=source, line=line) from None
     raise InputError(f"unknown event type {kind!r}", source=source, line=line)
+
+
+def json_schema() -> dict[str, Any]:
+    """JSON Schema of one event line (committed as schema/watch-event.schema.json, checked by a test)."""
+    from pydantic import TypeAdapter
+
+    defs: dict[str, Any] = {}
+    for model in (Turn, Assessment, Finding):
+        schema = TypeAdapter(model).json_schema(ref_template="#/$defs/{model}")
+        defs.update(schema.pop("$defs", {}))
+        defs[model.__name__] = schema
+    common = {
+        "conversation_id": {"type": "string"},
+        "time": {"type": "number", "description": "seconds since the epoch when the event happened"},
+    }
+    nullable_int = {"anyOf": [{"type": "integer"}, {"type": "null"}]}
+    events = {
+        "TurnEvent": {
+            "type": "object",
+            "required": ["type", "conversation_id", "time", "turn"],
+            "properties": {"type": {"const": "turn"}, **common, "turn": {"$ref": "#/$defs/Turn"}},
+            "additionalProperties": False,
+        },
+        "AssessmentEvent": {
+            "type": "object",
+            "required": ["type", "conversation_id", "time", "turn", "risk", "new_findings", "assessment"],
+            "properties": {
+                "type": {"const": "assessment"},
+                **common,
+                "turn": {"type": "integer"},
+                "risk": {"type": "number", "minimum": 0, "maximum": 1},
+                "new_findings": {"type": "integer", "minimum": 0},
+                "assessment": {"$ref": "#/$defs/Assessment"},
+            },
+            "additionalProperties": False,
+        },
+        "FindingEvent": {
+            "type": "object",
+            "required": ["type", "conversation_id", "time", "turn", "finding"],
+            "properties": {
+                "type": {"const": "finding"},
+                **common,
+                "turn": {"type": "integer"},
+                "finding": {"$ref": "#/$defs/Finding"},
+            },
+            "additionalProperties": False,
+        },
+        "ErrorEvent": {
+            "type": "object",
+            "required": ["type", "conversation_id", "time", "turn", "kind", "detector", "line", "message"],
+            "properties": {
+                "type": {"const": "error"},
+                "conversation_id": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                "time": common["time"],
+                "turn": nullable_int,
+                "kind": {"enum": ["error", "timeout", "unavailable", "input"]},
+                "detector": {"anyOf": [{"type": "string"}, {"type": "null"}]},
+                "line": nullable_int,
+                "message": {"type": "string"},
+            },
+            "additionalProperties": False,
+        },
+    }
+    return {
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "title": "guardian watch event",
+        "description": "One line of `guardian watch --headless` output or of a session log "
+        f"(schema version {SCHEMA_VERSION}).",
+        "oneOf": [{"$ref": f"#/$defs/{name}"} for name in events],
+        "$defs": {**defs, **events},
+    }

@@ -1,0 +1,106 @@
+"""Reports: highlighted quotes, definitions, intents, escaping, the risk chart, and the CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from guardian.cli import main
+from guardian.conversation import Turn
+from guardian.events import AssessmentReady, Event, FindingRaised, TurnAdded
+from guardian.findings import Assessment, Finding, Intent
+from guardian.monitor import Monitor
+from guardian.report import ReportFormat, render, risk_svg
+from guardian.session_log import SessionHeader, SessionLog
+from guardian.taxonomy import FaceAct, Technique
+from tests.monitor_fakes import WordDetector
+
+HOSTILE = 'You are stupid <script>alert("x")</script> & *proud*'
+
+
+def _events() -> list[Event]:
+    monitor = Monitor([WordDetector()], window=10, timeout_s=5)
+    events: list[Event] = []
+    monitor.subscribe(events.append)
+    monitor.add_turn_sync("chat", "Ann", HOSTILE)
+    monitor.add_turn_sync("chat", "Ben", "Please stop.")
+    monitor.close()
+    # An intent detector's view of turn 1, as a teammate's detector would add it.
+    intent = Intent(turn=1, speaker="Ben", face_act=FaceAct.SNEG_PLUS, score=0.7,
+                    intention=FaceAct.SNEG_PLUS.general_intention, detector="intent-test")
+    events.append(AssessmentReady("chat", Assessment(conversation_id="chat", turn=1, intents=(intent,)), risk=0.64))
+    return events
+
+
+def test_markdown_bolds_the_quote_and_gives_the_definition() -> None:
+    text = render(_events(), fmt=ReportFormat.MARKDOWN)
+    assert "**stupid**" in text
+    assert Technique.SHAMING_OR_BELITTLEMENT.definition in text
+    assert "intent: resists or refuses" in text
+    assert "\\<script\\>" in text  # markdown special characters in the transcript are escaped
+
+
+def test_html_escapes_the_transcript_and_marks_quotes() -> None:
+    page = render(_events(), fmt=ReportFormat.HTML, title="<b>t</b>")
+    assert "<script>" not in page
+    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
+    assert "<mark>stupid</mark>" in page
+    assert "&lt;b&gt;t&lt;/b&gt;" in page
+    assert Technique.SHAMING_OR_BELITTLEMENT.definition in page
+    assert "<polyline" in page and "<svg" in page
+
+
+def test_json_lists_turns_findings_and_risk() -> None:
+    data = json.loads(render(_events(), fmt=ReportFormat.JSON))
+    conv = data["conversations"][0]
+    assert [t["text"] for t in conv["turns"]] == [HOSTILE, "Please stop."]
+    assert conv["findings"][0]["evidence"][0]["quote"] == "stupid"
+    assert conv["findings"][0]["definition"] == Technique.SHAMING_OR_BELITTLEMENT.definition
+    assert conv["turns"][1]["intents"][0]["face_act"] == "sneg+"
+    assert conv["peak_risk"] == pytest.approx(0.8)
+
+
+def test_overlapping_quotes_are_highlighted_once() -> None:
+    turn = Turn(index=0, speaker="A", text="you are so stupid")
+    f1 = Finding(pattern="key_phrase", score=0.5, detector="a", evidence=(
+        _ev(turn, "so stupid"),))
+    f2 = Finding(technique=Technique.ACCUSATION, score=0.5, detector="b", evidence=(_ev(turn, "stupid"),))
+    events: list[Event] = [TurnAdded("c", turn), FindingRaised("c", 0, f1), FindingRaised("c", 0, f2)]
+    assert "you are <mark>so stupid</mark>" in render(events, fmt=ReportFormat.HTML)
+
+
+def _ev(turn: Turn, quote: str):  # type: ignore[no-untyped-def]
+    from guardian.detectors.evidence import ground_in_turn
+
+    evidence = ground_in_turn(turn, quote)
+    assert evidence is not None
+    return evidence
+
+
+def test_risk_chart_scales_to_the_box() -> None:
+    svg = risk_svg([0.0, 1.0], width=100, height=50)
+    assert 'points="0.0,48.0 100.0,2.0"' in svg
+    assert risk_svg([]) == ""
+
+
+@pytest.mark.parametrize("fmt", ["markdown", "html", "json"])
+def test_report_command_reads_a_session_log(tmp_path: Path, fmt: str, capsys: pytest.CaptureFixture[str]) -> None:
+    log_path = tmp_path / "s.jsonl"
+    log = SessionLog(log_path).open(SessionHeader("chat.txt", ("word-test",), 0.0))
+    for event in _events():
+        log.write(event)
+    log.close()
+    out = tmp_path / f"report.{fmt}"
+    assert main(["report", str(log_path), "--format", fmt, "--output", str(out)]) == 0
+    assert "stupid" in out.read_text(encoding="utf-8")
+    assert main(["report", str(log_path), "--format", fmt]) == 0
+    assert "stupid" in capsys.readouterr().out
+
+
+def test_report_command_errors_are_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["report", str(tmp_path / "missing.jsonl")]) == 2
+    assert main(["report", str(tmp_path / "missing.jsonl"), "--format", "pdf"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "not found" in err and "--format must be one of" in err

@@ -1,0 +1,158 @@
+"""`guardian watch` without a terminal: JSON Lines events, sources, detector loading and resume."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from guardian.cli import main
+from guardian.detectors import registry
+from guardian.events import TurnAdded, json_schema
+from guardian.session_log import read_log
+from guardian.watch import WatchOptions, prepare, run_headless
+from guardian.watch_sources import InputProblem, LineAssembler, TurnInput, follow_file
+from tests.monitor_fakes import FailingDetector, WordDetector
+
+REPO = Path(__file__).resolve().parent.parent
+SCHEMA_FILE = REPO / "src" / "guardian" / "schema" / "watch-event.schema.json"
+CHAT = "Ann: You are stupid.\nBen: Please stop.\nAnn: stupid, I said.\n"
+
+
+@pytest.fixture(autouse=True)
+def _test_detectors() -> Iterator[None]:
+    registry.register("word-test", WordDetector)
+    registry.register("failing-test", FailingDetector)
+    yield
+    registry.unregister("word-test")
+    registry.unregister("failing-test")
+
+
+def _lines(out: str) -> list[dict]:
+    return [json.loads(line) for line in out.splitlines() if line.strip()]
+
+
+def test_committed_schema_matches_the_code() -> None:
+    assert json.loads(SCHEMA_FILE.read_text(encoding="utf-8")) == json.loads(json.dumps(json_schema()))
+
+
+def test_headless_replay_prints_schema_valid_events(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    chat = tmp_path / "chat.txt"
+    chat.write_text(CHAT, encoding="utf-8")
+    assert main(["watch", str(chat), "--headless", "--detectors", "word-test", "--no-log"]) == 0
+    events = _lines(capsys.readouterr().out)
+    schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
+    for event in events:
+        jsonschema.validate(event, schema)
+    assert [e["type"] for e in events] == [
+        "turn", "finding", "assessment", "turn", "assessment", "turn", "finding", "assessment"
+    ]
+    quotes = [(e["turn"], e["finding"]["evidence"][0]["quote"]) for e in events if e["type"] == "finding"]
+    assert quotes == [(0, "stupid"), (2, "stupid")]
+    assert all(e["conversation_id"] == "chat" for e in events)
+
+
+def test_stdin_lines_continuations_and_bad_lines(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    data = "no speaker here\nAnn: You are\nreally stupid.\nBen: ok\n"
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data.encode())))
+    assert main(["watch", "-", "--detectors", "word-test", "--no-log"]) == 0
+    events = _lines(capsys.readouterr().out)
+    assert events[0]["type"] == "error" and events[0]["kind"] == "input" and events[0]["line"] == 1
+    turns = [e["turn"] for e in events if e["type"] == "turn"]
+    assert [(t["speaker"], t["text"]) for t in turns] == [("Ann", "You are really stupid."), ("Ben", "ok")]
+
+
+def test_a_default_detector_that_fails_to_load_is_reported_and_skipped(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def broken() -> WordDetector:
+        raise RuntimeError("weights missing")
+
+    registry.register("broken-test", broken)
+    try:
+        monkeypatch.setattr("guardian.watch.default_detector_names", lambda: ["broken-test", "word-test"])
+        chat = tmp_path / "chat.txt"
+        chat.write_text(CHAT, encoding="utf-8")
+        assert main(["watch", str(chat), "--no-log"]) == 0
+    finally:
+        registry.unregister("broken-test")
+    events = _lines(capsys.readouterr().out)
+    assert events[0] == {**events[0], "type": "error", "kind": "unavailable", "detector": "broken-test"}
+    assert sum(e["type"] == "finding" for e in events) == 2
+
+
+def test_input_mistakes_are_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    chat = tmp_path / "chat.txt"
+    chat.write_text(CHAT, encoding="utf-8")
+    assert main(["watch", str(tmp_path / "missing.txt"), "--headless", "--detectors", "word-test"]) == 2
+    assert main(["watch", str(chat), "--headless", "--detectors", "nope"]) == 2
+    assert main(["watch", str(chat), "--headless", "--speed", "0", "--detectors", "word-test"]) == 2
+    assert main(["watch", "--follow", "--headless"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert "file not found" in err and "no detector named 'nope'" in err and "--speed" in err
+
+
+async def test_resume_continues_a_crashed_session_without_repeating_turns(tmp_path: Path) -> None:
+    chat = tmp_path / "chat.txt"
+    chat.write_text(CHAT + "Ben: Enough.\n", encoding="utf-8")
+    log = tmp_path / "session.jsonl"
+    options = WatchOptions(file=str(chat), instant=True, detectors=("word-test",), log=log)
+    await run_headless(prepare(options, tui=False), out=io.StringIO())
+    # Simulate a crash after turn 1 was written, mid-way through the next line.
+    lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
+    cut = [i for i, line in enumerate(lines) if '"type":"turn"' in line][1] + 1
+    log.write_text("".join(lines[:cut]) + '{"type":"assessm', encoding="utf-8")
+
+    out = io.StringIO()
+    resumed = prepare(WatchOptions(file=str(chat), instant=True, detectors=("word-test",), resume=log), tui=False)
+    await run_headless(resumed, out=out)
+    printed = _lines(out.getvalue())
+    assert [e["turn"] for e in printed if e["type"] == "assessment"] == [1, 2, 3]  # 1 re-assessed, then new turns
+    record = read_log(log)
+    turns = [e.turn for e in record.events if isinstance(e, TurnAdded)]
+    assert [t.index for t in turns] == [0, 1, 2, 3]
+    assert [t.text for t in turns][-1] == "Enough."
+    assert not record.torn_tail
+
+
+def test_line_assembler_handles_json_lines_and_wrapped_turns() -> None:
+    a = LineAssembler()
+    assert a.feed('{"speaker": "Ann", "text": "hi"}') == [TurnInput("Ann", "hi", line=1)]
+    assert a.feed("Ben: a long") == []
+    assert a.feed("  message") == []
+    assert a.flush() == [TurnInput("Ben", "a long message", line=2)]
+    assert a.feed("more from Ben after a pause") == []
+    assert a.flush() == [TurnInput("Ben", "more from Ben after a pause", line=4)]
+    bad = a.feed("{not json")
+    assert isinstance(bad[0], InputProblem) and bad[0].line == 5
+
+
+async def test_follow_reads_what_is_appended(tmp_path: Path) -> None:
+    path = tmp_path / "live.log"
+    path.write_text("Ann: first\n", encoding="utf-8")
+    stop = asyncio.Event()
+    got: list[TurnInput] = []
+
+    async def read() -> None:
+        async for item in follow_file(path, poll=0.02, idle_flush=0.05, stop=stop):
+            assert isinstance(item, TurnInput)
+            got.append(item)
+            if len(got) == 3:
+                stop.set()
+                return
+
+    task = asyncio.create_task(read())
+    await asyncio.sleep(0.2)
+    with path.open("a", encoding="utf-8") as f:
+        f.write("Ben: second\nAnn: thi")
+        f.flush()
+        await asyncio.sleep(0.2)
+        f.write("rd\n")
+    await asyncio.wait_for(task, timeout=10)
+    assert [(t.speaker, t.text) for t in got] == [("Ann", "first"), ("Ben", "second"), ("Ann", "third")]
