@@ -1,0 +1,209 @@
+"""The cascade: the local model screens every turn, the LLM is asked only where it helps.
+
+Why: the local model answers in milliseconds for free; an LLM costs seconds and
+money. The LLM is consulted when the local probability falls in the uncertain
+band (`llm.band`), or (with `llm.confirm_flagged`) when the local model flags the
+turn, and only while the conversation's budget (`llm.max_calls` requests,
+`llm.max_tokens` tokens) lasts. When the LLM answers, its vote decides the turn
+(it is the second opinion asked precisely because the screen was unsure); when it
+fails after its retries, or is not configured, or the budget is spent, the local
+verdict stands and the Assessment carries the reason as a DetectorError.
+
+If the `local` detector is not installed (or its model is missing) the cascade
+degrades to the LLM alone, within the same budget.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections import OrderedDict
+from typing import ClassVar
+
+from guardian.agents.llm import Usage
+from guardian.agents.manipulation import LLMDetector, Opinion
+from guardian.config import LLMSettings
+from guardian.conversation import Conversation
+from guardian.detectors.base import Detector
+from guardian.findings import Assessment, DetectorError
+
+MAX_TRACKED_CONVERSATIONS = 4096
+
+
+class CascadeDetector(Detector):
+    """Local screen on every turn; LLM second opinion in the uncertain band, within budget."""
+
+    name: ClassVar[str] = "cascade"
+    description: ClassVar[str] = "local model on every turn, LLM second opinion on uncertain/flagged turns"
+
+    def __init__(
+        self,
+        *,
+        local: Detector | None = None,
+        llm: LLMDetector | None = None,
+        settings: LLMSettings | None = None,
+        local_name: str = "local",
+    ) -> None:
+        from guardian.config import settings as load
+
+        self.cfg = settings or (llm.cfg if llm is not None else load().llm)
+        self._llm = llm
+        self._local = local
+        self._local_name = local_name
+        self._local_checked = local is not None
+        self.local_missing: str | None = None
+        self._budgets: OrderedDict[str, Usage] = OrderedDict()
+        self._lock = threading.Lock()
+        self.usage = Usage()  # everything spent by this detector, for eval reports
+        self.consulted = 0
+
+    # -- parts ------------------------------------------------------------------------------
+
+    @property
+    def llm(self) -> LLMDetector:
+        if self._llm is None:
+            self._llm = LLMDetector(settings=self.cfg)
+        return self._llm
+
+    def local(self) -> Detector | None:
+        if not self._local_checked:
+            self._local_checked = True
+            from guardian.detectors import registry
+
+            try:
+                self._local = registry.create(self._local_name)
+            except Exception as exc:  # not installed, or its model missing: degrade, do not fail
+                self.local_missing = f"local detector unavailable ({exc}); the LLM screens alone"
+        return self._local
+
+    def warm_up(self) -> None:
+        local = self.local()
+        if local is not None:
+            local.warm_up()
+
+    def budget(self, conversation_id: str) -> Usage:
+        with self._lock:
+            used = self._budgets.pop(conversation_id, None) or Usage()
+            self._budgets[conversation_id] = used
+            while len(self._budgets) > MAX_TRACKED_CONVERSATIONS:
+                self._budgets.popitem(last=False)
+            return used
+
+    # -- policy -----------------------------------------------------------------------------
+
+    def wants_llm(self, screen: Assessment | None) -> bool:
+        if screen is None or screen.probability is None:
+            return True
+        low, high = self.cfg.band
+        if low <= screen.probability <= high:
+            return True
+        return self.cfg.confirm_flagged and screen.decision
+
+    def samples_allowed(self, used: Usage) -> tuple[int, str | None]:
+        """How many samples the budget still allows (0 with the reason when it is spent)."""
+        calls_left = self.cfg.max_calls - used.calls
+        if calls_left <= 0 or used.tokens >= self.cfg.max_tokens:
+            return 0, (
+                f"LLM budget for this conversation spent ({used.calls}/{self.cfg.max_calls} calls, "
+                f"{used.tokens}/{self.cfg.max_tokens} tokens); the local verdict stands"
+            )
+        return min(self.cfg.samples, calls_left), None
+
+    # -- Detector ---------------------------------------------------------------------------
+
+    def _screen(self, window: Conversation) -> tuple[Assessment | None, list[DetectorError]]:
+        local = self.local()
+        if local is None:
+            return None, [DetectorError(detector=self.name, kind="unavailable", message=self.local_missing or "")]
+        try:
+            screen = local.analyze(window)
+        except Exception as exc:
+            return None, [DetectorError(detector=self.name, kind="error", message=f"local detector failed: {exc}")]
+        if screen.probability is None and any(e.kind == "unavailable" for e in screen.errors):
+            return None, list(screen.errors)
+        return screen, []
+
+    def _plan(self, window: Conversation, screen: Assessment | None) -> tuple[int, DetectorError | None]:
+        if not self.wants_llm(screen):
+            return 0, None
+        if self.llm.unavailable is not None:
+            return 0, DetectorError(detector=self.llm.name, kind="unavailable", message=self.llm.unavailable)
+        samples, why = self.samples_allowed(self.budget(window.id))
+        if samples == 0:
+            return 0, DetectorError(detector=self.llm.name, kind="unavailable", message=why or "")
+        return samples, None
+
+    def analyze(self, window: Conversation) -> Assessment:
+        started = time.perf_counter()
+        if window.last is None:
+            return self.empty(window)
+        screen, errors = self._screen(window)
+        samples, skip = self._plan(window, screen)
+        opinion = self.llm.consult(window, samples=samples) if samples else None
+        return self._combine(window, screen, errors, skip, opinion, started)
+
+    async def aanalyze(self, window: Conversation) -> Assessment:
+        started = time.perf_counter()
+        if window.last is None:
+            return self.empty(window)
+        screen, errors = await asyncio.to_thread(self._screen, window)
+        samples, skip = self._plan(window, screen)
+        opinion = await self.llm.aconsult(window, samples=samples) if samples else None
+        return self._combine(window, screen, errors, skip, opinion, started)
+
+    def _combine(
+        self,
+        window: Conversation,
+        screen: Assessment | None,
+        errors: list[DetectorError],
+        skip: DetectorError | None,
+        opinion: Opinion | None,
+        started: float,
+    ) -> Assessment:
+        last = window.last
+        assert last is not None
+        if skip is not None:
+            errors.append(skip)
+        base = self._relabel(screen) if screen is not None else self.empty(window)
+        if opinion is not None:
+            with self._lock:
+                self.budget(window.id).add(opinion.usage)
+                self.usage.add(opinion.usage)
+                self.consulted += 1
+        second = self.llm.assessment(window, opinion, detector=self.name) if opinion is not None else None
+        if second is not None:
+            errors.extend(second.errors)
+        latency = (time.perf_counter() - started) * 1000
+        if second is None or second.probability is None:  # not asked, or failed: the screen stands
+            return base.model_copy(update={"errors": (*base.errors, *errors), "latency_ms": latency})
+        techniques = dict(second.techniques)
+        findings = second.findings
+        if second.decision:
+            for t, s in base.techniques.items():
+                techniques[t] = max(s, techniques.get(t, 0.0))
+            findings = (*base.findings, *second.findings)
+        return Assessment(
+            conversation_id=window.id,
+            turn=last.index,
+            probability=second.probability,
+            decision=second.decision,
+            threshold=second.threshold,
+            techniques=techniques if second.decision else {},
+            vulnerabilities=second.vulnerabilities,
+            findings=findings,
+            intents=base.intents,
+            manipulator=second.manipulator or (base.manipulator if second.decision else None),
+            detectors=(self.name,),
+            errors=(*base.errors, *errors),
+            latency_ms=latency,
+        )
+
+    def _relabel(self, screen: Assessment) -> Assessment:
+        """The local assessment as the cascade's own (findings name the cascade, say where from)."""
+        findings = tuple(
+            f.model_copy(update={"detector": self.name, "explanation": f"local: {f.explanation}".rstrip(": ")})
+            for f in screen.findings
+        )
+        intents = tuple(i.model_copy(update={"detector": self.name}) for i in screen.intents)
+        return screen.model_copy(update={"findings": findings, "intents": intents, "detectors": (self.name,)})
