@@ -214,18 +214,25 @@ def _check_no_crosstalk(results: dict[str, dict[str, Any]], scripted: ScriptedDe
         assert users == [f"Hello from thread {window.id}"], "a window mixed two threads"
 
 
-def test_100_concurrent_threads_sync(lines: Lines, scripted: ScriptedDetector) -> None:
+@pytest.mark.parametrize("policy", ["block", "observe"])
+def test_100_concurrent_threads_sync(lines: Lines, scripted: ScriptedDetector, policy: str) -> None:
     agent = create_agent(
         fake(*_replies(lines, 100)),
-        middleware=[GuardianMiddleware(detectors=[scripted], policy="block")],
+        middleware=[GuardianMiddleware(detectors=[scripted], policy=policy)],  # type: ignore[arg-type]
         checkpointer=InMemorySaver(),
     )
     threads = [f"s{i}" for i in range(100)]
     with ThreadPoolExecutor(max_workers=16) as pool:
         outputs = list(pool.map(lambda t: run(agent, f"Hello from thread {t}", thread=t), threads))
-    _check_no_crosstalk(dict(zip(threads, outputs, strict=True)), scripted, lines)
-    blocked = sum(r["messages"][-1].content == DEFAULT_SAFE_REPLY for r in outputs)
-    assert blocked == 50  # half the scripted replies are labelled manipulative lines
+    results = dict(zip(threads, outputs, strict=True))
+    flagged = sum(assessments(r, direction="output")[0]["flagged"] for r in outputs)
+    assert flagged == 50  # half the scripted replies are labelled manipulative lines
+    for result in outputs:  # the user side is screened too, attached in after_model under observe
+        assert [r["direction"] for r in assessments(result)] == ["input", "output"]
+        assert assessment_of(result["messages"][0]) is not None
+    if policy == "block":
+        _check_no_crosstalk(results, scripted, lines)
+        assert sum(r["messages"][-1].content == DEFAULT_SAFE_REPLY for r in outputs) == 50
 
 
 async def test_100_concurrent_threads_async(lines: Lines, scripted: ScriptedDetector) -> None:
@@ -337,6 +344,19 @@ def test_before_model_hook_directly(lines: Lines, scripted: ScriptedDetector) ->
     assert [t.text for t in scripted.windows[-1].turns] == [lines.benign.text, "Hello.", lines.threat.text]
     # Already screened (e.g. the agent loops back after a tool call): nothing to do.
     assert mw.before_model({"messages": [annotated]}, None) is None  # type: ignore[arg-type]
+
+
+def test_observe_screens_user_turn_while_model_runs(lines: Lines, scripted: ScriptedDetector) -> None:
+    mw = GuardianMiddleware(detectors=[scripted], policy="observe")
+    user = HumanMessage(lines.threat.text, id="h1")
+    assert mw.before_model({"messages": [user]}, None) is None  # type: ignore[arg-type]
+    update = mw.after_model({"messages": [user, AIMessage("Let us talk calmly.", id="r1")]}, None)  # type: ignore[arg-type]
+    assert update is not None
+    assert [m.id for m in update["messages"]] == ["h1", "r1"]
+    assert [(r["direction"], r["flagged"]) for r in update["guardian"]] == [("input", True), ("output", False)]
+    blocking = GuardianMiddleware(detectors=[scripted], policy="observe", concurrent_input=False)
+    update = blocking.before_model({"messages": [user]}, None)  # type: ignore[arg-type]
+    assert update is not None and update["guardian"][0]["flagged"] is True
 
 
 def test_after_model_hook_directly(lines: Lines, scripted: ScriptedDetector) -> None:

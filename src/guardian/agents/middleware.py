@@ -22,9 +22,13 @@ hooks find the turn to screen, ask the shared `Screener` (pure detection lives i
 
 from __future__ import annotations
 
+import asyncio
 import operator
+import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -127,6 +131,7 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
         speakers: tuple[str, str] = ("User", "Assistant"),
         timeout_s: float | None = 5.0,
         max_threads: int = 10_000,
+        concurrent_input: bool = True,
         name: str | None = None,
     ) -> None:
         """Configure the screen (all options keyword-only).
@@ -150,6 +155,9 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
             speakers: (user, assistant) names the detectors see and quote.
             timeout_s: per-detector time limit in the async path (None: no limit).
             max_threads: threads remembered for callers without a checkpointer.
+            concurrent_input: under "observe" and "warn" (which never stop a user turn),
+                screen the user turn while the model runs; its result is attached
+                in `after_model`. Off, or under "block", `before_model` waits for it.
             name: node name, needed only to add two guardian middlewares to one agent.
         """
         super().__init__()
@@ -164,6 +172,10 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
         self.input_block_reply = input_block_reply
         self.rewrite_with = rewrite_with
         self._name = name
+        self.concurrent_input = concurrent_input
+        self._pending: OrderedDict[str, tuple[_Job, Future[Verdict] | asyncio.Task[Verdict]]] = OrderedDict()
+        self._pending_lock = threading.Lock()
+        self._executor: ThreadPoolExecutor | None = None
         self.screener = Screener(
             detectors=detectors,
             threshold=threshold,
@@ -209,10 +221,34 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
 
     # --- hooks ------------------------------------------------------------------------------
 
+    def _defer_input(self, job: _Job) -> bool:
+        """Under observe/warn nothing waits on the user-side verdict: screen it while the model runs."""
+        return self.concurrent_input and self.policy != "block" and job.message.id is not None
+
+    def _park(self, key: str, pending: Future[Verdict] | asyncio.Task[Verdict], job: _Job) -> None:
+        with self._pending_lock:
+            self._pending[key] = (job, pending)
+            while len(self._pending) > 4096:  # runs that never reached after_model (model raised)
+                self._pending.popitem(last=False)
+
+    def _unpark(self, state: Any) -> list[tuple[_Job, Future[Verdict] | asyncio.Task[Verdict]]]:
+        ids = {m.id for m in state.get("messages") or [] if isinstance(m, HumanMessage) and m.id}
+        with self._pending_lock:
+            found = [key for key in self._pending if key in ids]
+            return [self._pending.pop(key) for key in found]
+
     @hook_config(can_jump_to=["end"])
     def before_model(self, state: GuardianState, runtime: Runtime[Any]) -> dict[str, Any] | None:
         job = self._job("input", state, runtime)
         if job is None:
+            return None
+        if self._defer_input(job):
+            if self._executor is None:
+                with self._pending_lock:
+                    if self._executor is None:
+                        self._executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="guardian-screen")
+            future = self._executor.submit(self.screener.screen, job.direction, job.thread_id, job.context)
+            self._park(str(job.message.id), future, job)
             return None
         try:
             verdict = self.screener.screen(job.direction, job.thread_id, job.context)
@@ -225,6 +261,10 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
         job = self._job("input", state, runtime)
         if job is None:
             return None
+        if self._defer_input(job):
+            task = asyncio.ensure_future(self.screener.ascreen(job.direction, job.thread_id, job.context))
+            self._park(str(job.message.id), task, job)
+            return None
         try:
             verdict = await self.screener.ascreen(job.direction, job.thread_id, job.context)
         except Exception as exc:
@@ -233,27 +273,42 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
 
     @hook_config(can_jump_to=["end"])
     def after_model(self, state: GuardianState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        updates: list[dict[str, Any]] = []
+        for deferred, pending in self._unpark(state):
+            try:
+                if not isinstance(pending, Future):
+                    raise RuntimeError("a screen started by abefore_model reached the sync after_model")
+                updates.append(self._apply(deferred, pending.result(), None))
+            except Exception as exc:
+                updates.append(self._broken(deferred, exc))
         job = self._job("output", state, runtime)
-        if job is None:
-            return None
-        try:
-            verdict = self.screener.screen(job.direction, job.thread_id, job.context)
-            rewrite = self._rewrite(job, verdict) if self._wants_rewrite(verdict) else None
-        except Exception as exc:
-            return self._broken(job, exc)
-        return self._apply(job, verdict, rewrite)
+        if job is not None:
+            try:
+                verdict = self.screener.screen(job.direction, job.thread_id, job.context)
+                rewrite = self._rewrite(job, verdict) if self._wants_rewrite(verdict) else None
+                updates.append(self._apply(job, verdict, rewrite))
+            except Exception as exc:
+                updates.append(self._broken(job, exc))
+        return _combine(updates)
 
     @hook_config(can_jump_to=["end"])
     async def aafter_model(self, state: GuardianState, runtime: Runtime[Any]) -> dict[str, Any] | None:
+        updates: list[dict[str, Any]] = []
+        for deferred, pending in self._unpark(state):
+            try:
+                verdict = await asyncio.wrap_future(pending) if isinstance(pending, Future) else await pending
+                updates.append(self._apply(deferred, verdict, None))
+            except Exception as exc:
+                updates.append(self._broken(deferred, exc))
         job = self._job("output", state, runtime)
-        if job is None:
-            return None
-        try:
-            verdict = await self.screener.ascreen(job.direction, job.thread_id, job.context)
-            rewrite = await self._arewrite(job, verdict) if self._wants_rewrite(verdict) else None
-        except Exception as exc:
-            return self._broken(job, exc)
-        return self._apply(job, verdict, rewrite)
+        if job is not None:
+            try:
+                verdict = await self.screener.ascreen(job.direction, job.thread_id, job.context)
+                rewrite = await self._arewrite(job, verdict) if self._wants_rewrite(verdict) else None
+                updates.append(self._apply(job, verdict, rewrite))
+            except Exception as exc:
+                updates.append(self._broken(job, exc))
+        return _combine(updates)
 
     # --- rewriting (optional, block only) ---------------------------------------------------
 
@@ -359,6 +414,20 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
                 }
             ]
         }
+
+
+def _combine(updates: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """One state delta from the deferred user-side result and the reply's, in that order."""
+    if not updates:
+        return None
+    out: dict[str, Any] = {STATE_KEY: []}
+    for update in updates:
+        for key, value in update.items():
+            if key in ("messages", STATE_KEY):
+                out.setdefault(key, []).extend(value)
+            else:
+                out[key] = value
+    return out
 
 
 def assessments(state: dict[str, Any], *, direction: Literal["input", "output"] | None = None) -> list[dict[str, Any]]:
