@@ -36,20 +36,37 @@ def kinds(events: list[Event]) -> list[str]:
     return [names[type(e)] for e in events]
 
 
-async def test_events_come_in_turn_order_with_findings_before_their_assessment() -> None:
-    monitor = Monitor([WordDetector()], window=10, timeout_s=5, queue_size=2)
+async def test_added_turns_give_turn_then_findings_then_assessment() -> None:
+    monitor = Monitor([WordDetector()], window=10, timeout_s=5)
     events = record(monitor)
     for speaker, text in TURNS:
-        await monitor.submit("c", speaker, text)
-    await monitor.aclose()
+        await monitor.add_turn("c", speaker, text)
     assert kinds(events) == [
         "turn", "finding", "assessment",
         "turn", "assessment",
         "turn", "finding", "assessment",
         "turn", "assessment",
     ]
+
+
+async def test_queued_turns_show_at_once_and_are_assessed_in_order() -> None:
+    monitor = Monitor([SlowDetector(0.05), WordDetector()], window=10, timeout_s=5, queue_size=2)
+    events = record(monitor)
+    for speaker, text in TURNS:
+        await monitor.submit("c", speaker, text)
+    # Every turn is already recorded (and shown) while the first assessments are pending.
+    assert [e.turn.index for e in events if isinstance(e, TurnAdded)][:2] == [0, 1]
+    await monitor.aclose()
     assert [e.turn.index for e in events if isinstance(e, TurnAdded)] == [0, 1, 2, 3]
-    assert [e.assessment.turn for e in events if isinstance(e, AssessmentReady)] == [0, 1, 2, 3]
+    assessed = [(i, e.assessment.turn) for i, e in enumerate(events) if isinstance(e, AssessmentReady)]
+    assert [turn for _, turn in assessed] == [0, 1, 2, 3]
+    position = {e.turn.index: i for i, e in enumerate(events) if isinstance(e, TurnAdded)}
+    assert all(position[turn] < i for i, turn in assessed)
+    # A finding comes after the previous turn's assessment and before its own.
+    bounds = [-1] + [i for i, _ in assessed]
+    for i, e in enumerate(events):
+        if isinstance(e, FindingRaised):
+            assert bounds[e.turn] < i < bounds[e.turn + 1]
 
 
 async def test_a_quote_already_alerted_is_not_raised_again() -> None:

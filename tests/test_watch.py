@@ -49,9 +49,8 @@ def test_headless_replay_prints_schema_valid_events(tmp_path: Path, capsys: pyte
     schema = json.loads(SCHEMA_FILE.read_text(encoding="utf-8"))
     for event in events:
         jsonschema.validate(event, schema)
-    assert [e["type"] for e in events] == [
-        "turn", "finding", "assessment", "turn", "assessment", "turn", "finding", "assessment"
-    ]
+    assert [e["turn"]["index"] for e in events if e["type"] == "turn"] == [0, 1, 2]
+    assert [e["turn"] for e in events if e["type"] == "assessment"] == [0, 1, 2]
     quotes = [(e["turn"], e["finding"]["evidence"][0]["quote"]) for e in events if e["type"] == "finding"]
     assert quotes == [(0, "stupid"), (2, "stupid")]
     assert all(e["conversation_id"] == "chat" for e in events)
@@ -104,16 +103,19 @@ async def test_resume_continues_a_crashed_session_without_repeating_turns(tmp_pa
     log = tmp_path / "session.jsonl"
     options = WatchOptions(file=str(chat), instant=True, detectors=("word-test",), log=log)
     await run_headless(prepare(options, tui=False), out=io.StringIO())
-    # Simulate a crash after turn 1 was written, mid-way through the next line.
+    # Simulate a crash after turn 1 was written (before any assessment), mid-way through the next line.
     lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
     cut = [i for i, line in enumerate(lines) if '"type":"turn"' in line][1] + 1
+    assert not any('"type":"assessment"' in line for line in lines[:cut])
     log.write_text("".join(lines[:cut]) + '{"type":"assessm', encoding="utf-8")
 
     out = io.StringIO()
     resumed = prepare(WatchOptions(file=str(chat), instant=True, detectors=("word-test",), resume=log), tui=False)
     await run_headless(resumed, out=out)
     printed = _lines(out.getvalue())
-    assert [e["turn"] for e in printed if e["type"] == "assessment"] == [1, 2, 3]  # 1 re-assessed, then new turns
+    # Every turn without an assessment in the log is assessed, then the file's new turns follow.
+    assert [e["turn"] for e in printed if e["type"] == "assessment"] == [0, 1, 2, 3]
+    assert [e["turn"]["index"] for e in printed if e["type"] == "turn"] == [2, 3]
     record = read_log(log)
     turns = [e.turn for e in record.events if isinstance(e, TurnAdded)]
     assert [t.index for t in turns] == [0, 1, 2, 3]

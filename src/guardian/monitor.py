@@ -72,7 +72,7 @@ class ConversationState:
     lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
     sync_order: threading.Lock = field(default_factory=threading.Lock, repr=False)
     async_order: asyncio.Lock | None = field(default=None, repr=False)
-    queue: asyncio.Queue[Turn] | None = field(default=None, repr=False)
+    queue: asyncio.Queue[int] | None = field(default=None, repr=False)
     worker: asyncio.Task[None] | None = field(default=None, repr=False)
 
     def unassessed(self) -> list[int]:
@@ -237,32 +237,30 @@ class Monitor:
         start: float | None = None,
         end: float | None = None,
         source: str = "text",
-    ) -> None:
-        """Queue a turn; waits while the conversation's queue is full (never drops the turn)."""
+    ) -> Turn:
+        """Record a turn now (its `TurnAdded` goes out at once) and queue its assessment.
+
+        Waits while the conversation's queue is full (back-pressure on the producer);
+        the turn is never dropped. Assessments run in turn order, one conversation's
+        turns never overtaking each other.
+        """
         state = self.state(conversation_id)
         if state.queue is None:
             state.queue = asyncio.Queue(maxsize=self.queue_size)
             state.worker = asyncio.create_task(self._consume(conversation_id, state.queue))
-        # The turn is recorded (and its index fixed) only when the worker takes it, so
-        # queued turns of one conversation keep their order.
-        await state.queue.put(Turn(index=0, speaker=speaker, text=text, start=start, end=end, source=source))
+        turn = self._record(state, speaker, text, start=start, end=end, source=source)
+        await state.queue.put(turn.index)
+        return turn
 
-    async def _consume(self, conversation_id: str, queue: asyncio.Queue[Turn]) -> None:
+    async def _consume(self, conversation_id: str, queue: asyncio.Queue[int]) -> None:
         while True:
-            pending = await queue.get()
+            index = await queue.get()
             try:
-                await self.add_turn(
-                    conversation_id,
-                    pending.speaker,
-                    pending.text,
-                    start=pending.start,
-                    end=pending.end,
-                    source=pending.source,
-                )
+                await self.assess(conversation_id, index)
             except Exception as exc:  # keep consuming: the turn is reported, never lost silently
-                log.exception("assessing a turn of %s failed", conversation_id)
+                log.exception("assessing turn %s of %s failed", index, conversation_id)
                 self._emit(
-                    ErrorRaised(conversation_id=conversation_id, turn=None, kind="error", message=_describe(exc))
+                    ErrorRaised(conversation_id=conversation_id, turn=index, kind="error", message=_describe(exc))
                 )
             finally:
                 queue.task_done()

@@ -29,6 +29,7 @@ from guardian.tui.findings_panel import FindingsPanel
 from guardian.tui.help_screen import HelpScreen
 from guardian.tui.messages import FindingChosen, MonitorEvent
 from guardian.tui.risk_trend import RiskTrend
+from guardian.tui.similar import SimilarLookup, similar_examples
 from guardian.tui.status_bar import StatusBar
 from guardian.tui.transcript import Transcript
 from guardian.watch import WatchSession
@@ -57,9 +58,10 @@ class GuardianApp(App[None]):
         Binding("ctrl+q,q", "quit", "Quit"),
     ]
 
-    def __init__(self, session: WatchSession) -> None:
+    def __init__(self, session: WatchSession, *, similar: SimilarLookup = similar_examples) -> None:
         super().__init__()
         self.session = session
+        self.similar = similar
         self.pacer = Pacer(interval=session.interval)
         self.events: list[Event] = []
         self.latencies: list[LatencySample] = []
@@ -188,7 +190,9 @@ class GuardianApp(App[None]):
 
     def on_finding_chosen(self, message: FindingChosen) -> None:
         window = self.session.monitor.conversation(self.session.conversation_id)
-        self.push_screen(FindingScreen(message.finding, message.turn, window.upto(message.turn)))
+        self.push_screen(
+            FindingScreen(message.finding, message.turn, window.upto(message.turn), lookup=self.similar)
+        )
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

@@ -16,7 +16,7 @@ from guardian.conversation import Conversation
 from guardian.findings import Finding
 from guardian.report import definition
 from guardian.tui.findings_panel import confidence_bar
-from guardian.tui.similar import SimilarExamples, similar_examples
+from guardian.tui.similar import SimilarExamples, SimilarLookup, similar_examples
 
 
 def why_it_fired(finding: Finding, turn: int) -> str:
@@ -29,8 +29,11 @@ def why_it_fired(finding: Finding, turn: int) -> str:
 class FindingScreen(ModalScreen[None]):
     BINDINGS: ClassVar[list[BindingType]] = [Binding("escape,q", "dismiss", "Close")]
 
-    def __init__(self, finding: Finding, turn: int, window: Conversation) -> None:
+    def __init__(
+        self, finding: Finding, turn: int, window: Conversation, *, lookup: SimilarLookup = similar_examples
+    ) -> None:
         super().__init__()
+        self.lookup_examples = lookup
         self.finding = finding
         self.turn = turn
         self.window = window
@@ -57,7 +60,7 @@ class FindingScreen(ModalScreen[None]):
 
     @work(thread=True, exclusive=True)
     def lookup(self) -> None:
-        result = similar_examples(self.finding, self.window)
+        result = self.lookup_examples(self.finding, self.window)
         self.app.call_from_thread(self.show_similar, result)
 
     def show_similar(self, result: SimilarExamples) -> None:

@@ -7,6 +7,7 @@ becomes a one-line note instead of an error.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from guardian.conversation import Conversation
@@ -17,6 +18,9 @@ from guardian.findings import Finding
 class SimilarExamples:
     examples: tuple[str, ...]
     note: str | None = None
+
+
+SimilarLookup = Callable[[Finding, Conversation], SimilarExamples]
 
 
 def similar_examples(finding: Finding, window: Conversation, *, k: int = 2) -> SimilarExamples:

@@ -14,9 +14,11 @@ class StatusBar(Static):
     problem: reactive[str] = reactive("")
 
     def render(self) -> str:
-        parts = [self.source, self.state, f"detectors: {self.detectors or '—'}"]
+        parts = [self.state]
         if self.latency_ms is not None:
-            parts.append(f"last turn {self.latency_ms:.0f} ms")
+            parts.append(f"{self.latency_ms:.0f} ms/turn")
+        parts.append(self.detectors or "no detectors")
         if self.problem:
             parts.append(f"⚠ {self.problem}")
+        parts.append(self.source)
         return " · ".join(p for p in parts if p)
