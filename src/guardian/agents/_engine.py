@@ -240,17 +240,17 @@ class Screener:
         conversation = to_conversation(turns, conversation_id=thread_id or "conversation")
         return conversation.window(self.window)
 
-    def _verdict(self, assessment: Assessment, direction: Direction) -> Verdict:
-        flagged = is_flagged(assessment, threshold=self.threshold)
+    def _verdict(self, assessment: Assessment, direction: Direction, speaker: str) -> Verdict:
+        flagged = is_flagged(assessment, threshold=self.threshold, speaker=speaker)
         notice = self.notice.format(summary=summary(assessment, direction=direction)) if flagged else None
         return Verdict(assessment, flagged, notice)
 
     def screen(self, direction: Direction, thread_id: str | None, turns: Sequence[MessageTurn]) -> Verdict:
         """Assess the last of `turns` in the context of the turns before it."""
-        return self._verdict(self.pool.assess(self._window(thread_id, turns)), direction)
+        return self._verdict(self.pool.assess(self._window(thread_id, turns)), direction, turns[-1].speaker)
 
     async def ascreen(self, direction: Direction, thread_id: str | None, turns: Sequence[MessageTurn]) -> Verdict:
-        return self._verdict(await self.pool.aassess(self._window(thread_id, turns)), direction)
+        return self._verdict(await self.pool.aassess(self._window(thread_id, turns)), direction, turns[-1].speaker)
 
     def notify(self, event: GuardianEvent) -> None:
         """Call every `on_finding` callback; a failing callback is logged, never raised."""

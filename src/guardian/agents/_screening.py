@@ -161,14 +161,19 @@ def findings_on_turn(assessment: Assessment) -> list[Any]:
     ]
 
 
-def is_flagged(assessment: Assessment, *, threshold: float | None = None) -> bool:
+def is_flagged(assessment: Assessment, *, threshold: float | None = None, speaker: str | None = None) -> bool:
     """Whether the assessed turn counts as manipulative.
 
     A calibrated probability decides when any detector gave one (with `threshold`
     overriding the detectors' own decision). Pattern-only detectors such as the key
     phrases give no probability; then a finding on the turn scoring at least
-    `threshold` (0.5 by default) flags it.
+    `threshold` (0.5 by default) flags it. When `speaker` (who said the screened
+    turn) is given and the detectors name a different manipulator, the turn is not
+    flagged: a user who was manipulative two turns ago must not get the bot's next
+    honest reply blocked, and vice versa.
     """
+    if speaker is not None and assessment.manipulator is not None and assessment.manipulator != speaker:
+        return False
     if assessment.probability is not None:
         if threshold is not None:
             return assessment.probability >= threshold

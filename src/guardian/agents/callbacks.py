@@ -161,7 +161,7 @@ class GuardianCallbackHandler(BaseCallbackHandler):
         last = turns[-1]
         if self.monitor is not None:
             assessment = self.monitor.add_turn_sync(thread_id or "conversation", last.speaker, last.text, source="langchain")
-            flagged = is_flagged(assessment, threshold=self.screener.threshold)
+            flagged = is_flagged(assessment, threshold=self.screener.threshold, speaker=last.speaker)
         elif direction is None or direction not in self.directions:
             self.screener.memory.remember(thread_id, turns)
             return
