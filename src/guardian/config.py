@@ -79,7 +79,7 @@ class AudioSettings(_Section):
     max_utterance_s: float = Field(default=20.0, gt=1.0)
     speakers: int = Field(default=2, ge=1, description="speakers to tell apart on a mono mix")
     speaker_threshold: float = Field(
-        default=0.8, ge=-1.0, le=1.0, description="cosine similarity below which a new voice opens a speaker"
+        default=0.88, ge=-1.0, le=1.0, description="voices less similar than this (cosine) are kept apart"
     )
     vad_threshold: float = Field(default=0.5, gt=0.0, lt=1.0)
     language: str | None = "en"

@@ -1,20 +1,19 @@
 """Who said it: channel = speaker for stereo calls, voice embeddings on a mono mix.
 
 Mono: each utterance gets a resemblyzer d-vector (its pretrained encoder ships in
-the PyPI package, so nothing downloads) and is clustered online against running
-speaker centroids. A new speaker is opened only while fewer than `max_speakers`
-exist, only when the utterance is long enough to trust its embedding
-(`min_new_s`), and only when it is far from every centroid (`threshold`, cosine
-similarity, tuned on espeak-ng voices and the shared clips by
-scripts/bench_audio.py). Names are "Speaker 1", "Speaker 2", ... in order of
+the PyPI package, so nothing downloads) and is clustered online (see OnlineClustering):
+at most `max_speakers`, a separate speaker only for voices less similar than
+`threshold` (cosine; tuned on espeak-ng voices and the shared clips by
+scripts/bench_audio.py), and only utterances long enough to trust (`min_new_s`)
+shape the clusters. Names are "Speaker 1", "Speaker 2", ... in order of
 first appearance; the TUI may rename them.
 
 A speaker change inside one utterance (two people talking with less than the
 silence hangover between them, or over each other): the utterance is NOT split.
-It is attributed as a whole to the speaker whose centroid is closest to the
+It is attributed as a whole to the speaker whose cluster takes the
 utterance's mean embedding — in practice the voice that fills most of it — and
-the centroid update is skipped when the utterance's 1.6 s partial embeddings
-disagree about who is speaking, so one mixed utterance cannot drag a centroid
+the utterance is left out of later clustering when its 1.6 s partial embeddings
+disagree about who is speaking, so one mixed utterance cannot drag a speaker
 towards the other voice. Lowering `audio.silence_s` makes such merges rarer.
 """
 
@@ -24,6 +23,7 @@ import importlib
 import sys
 import threading
 import types
+import warnings
 from dataclasses import dataclass, field
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any, Protocol
@@ -58,6 +58,12 @@ class ChannelSpeakers:
 
 
 def _import_resemblyzer() -> Any:
+    with warnings.catch_warnings():  # resemblyzer imports scipy.ndimage.morphology (deprecated)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        return _import_resemblyzer_bridged()
+
+
+def _import_resemblyzer_bridged() -> Any:
     """Import resemblyzer, bridging webrtcvad's `import pkg_resources` on setuptools >= 81.
 
     webrtcvad (a resemblyzer dependency we never call: its VAD only trims silence
@@ -126,54 +132,98 @@ class SpeakerEncoder:
 
 
 @dataclass
-class _Centroid:
-    name: str
-    total: np.ndarray
-    weight: float = 0.0
-
-    @property
-    def vector(self) -> np.ndarray:
-        norm = float(np.linalg.norm(self.total))
-        return self.total / norm if norm > 0 else self.total
-
-
-@dataclass
 class OnlineClustering:
-    """Online speaker clustering over utterance embeddings (cosine similarity to centroids)."""
+    """Speaker clustering that re-decides on every utterance with all the voices heard so far.
+
+    Average-linkage agglomerative clustering (cosine) over the embeddings of the
+    utterances heard so far: clusters keep merging while they are more similar
+    than `threshold`, and always until at most `max_speakers` are left. Re-running
+    it each time lets an early mistake (the second voice heard first in a short,
+    noisy utterance) be outvoted later; names stay stable because each cluster
+    inherits the name most of its members were already given. Emitted turns are
+    never renamed.
+    """
 
     max_speakers: int = 2
-    threshold: float = 0.75
+    threshold: float = 0.88
     min_new_s: float = 1.0
-    centroids: list[_Centroid] = field(default_factory=list)
+    max_history: int = 300
+    embeddings: list[np.ndarray] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    names_used: int = 0
 
     def assign(self, embed: np.ndarray, partials: np.ndarray, *, duration: float) -> str:
-        if not self.centroids:
-            return self._open(embed, duration)
-        sims = np.array([float(embed @ c.vector) for c in self.centroids])
-        best = int(np.argmax(sims))
-        if (
-            sims[best] < self.threshold
-            and len(self.centroids) < self.max_speakers
-            and duration >= self.min_new_s
+        if duration < self.min_new_s and self.embeddings:
+            # too short to shape the clusters: nearest existing speaker, not remembered
+            return self._nearest(embed, self._centroids())
+        vectors = [*self.embeddings, embed]
+        clusters = self._cluster(np.stack(vectors))
+        names = self._names(clusters)
+        label = names[clusters[-1]]
+        centroids = {
+            names[c]: _normed(np.mean([v for v, k in zip(vectors, clusters, strict=True) if k == c], axis=0))
+            for c in set(clusters)
+        }
+        if len(partials) >= 2 and len(centroids) >= 2 and not all(
+            self._nearest(p, centroids) == label for p in partials
         ):
-            return self._open(embed, duration)
-        centroid = self.centroids[best]
-        if self._consistent(partials, best):
-            centroid.total = centroid.total + embed * duration
-            centroid.weight += duration
-        return centroid.name
+            return label  # voices disagree inside the utterance: attribute, do not remember
+        self.embeddings.append(embed)
+        self.labels.append(label)
+        if len(self.embeddings) > self.max_history:
+            self.embeddings, self.labels = self.embeddings[1:], self.labels[1:]
+        return label
 
-    def _open(self, embed: np.ndarray, duration: float) -> str:
-        centroid = _Centroid(speaker_name(len(self.centroids) + 1), embed * duration, duration)
-        self.centroids.append(centroid)
-        return centroid.name
+    def _cluster(self, matrix: np.ndarray) -> list[int]:
+        if len(matrix) == 1 or self.max_speakers == 1:
+            return [0] * len(matrix)
+        from scipy.cluster.hierarchy import fcluster, linkage
 
-    def _consistent(self, partials: np.ndarray, best: int) -> bool:
-        """True when every partial embedding is closest to the chosen centroid (one voice)."""
-        if len(self.centroids) < 2 or len(partials) < 2:
-            return True
-        matrix = np.stack([c.vector for c in self.centroids])
-        return bool(np.all(np.argmax(partials @ matrix.T, axis=1) == best))
+        tree = linkage(matrix.astype(np.float64), method="average", metric="cosine")
+        flat = fcluster(tree, t=1.0 - self.threshold, criterion="distance")
+        if flat.max() > self.max_speakers:
+            flat = fcluster(tree, t=self.max_speakers, criterion="maxclust")
+        return [int(k) for k in flat]
+
+    def _names(self, clusters: list[int]) -> dict[int, str]:
+        """Each cluster takes the name most of its earlier members had; new clusters get new names."""
+        votes: dict[int, dict[str, int]] = {}
+        for cluster, label in zip(clusters, self.labels, strict=False):
+            votes.setdefault(cluster, {}).setdefault(label, 0)
+            votes[cluster][label] += 1
+        names: dict[int, str] = {}
+        taken: set[str] = set()
+        ranked = sorted(
+            ((n, c, label) for c, v in votes.items() for label, n in v.items()), reverse=True
+        )
+        for _, cluster, label in ranked:
+            if cluster not in names and label not in taken:
+                names[cluster] = label
+                taken.add(label)
+        free = [speaker_name(n) for n in range(1, self.names_used + 1) if speaker_name(n) not in taken]
+        for cluster in dict.fromkeys(clusters):
+            if cluster not in names:
+                if free:  # a name whose voices were all merged elsewhere is given out again
+                    names[cluster] = free.pop(0)
+                else:
+                    self.names_used += 1
+                    names[cluster] = speaker_name(self.names_used)
+        return names
+
+    def _centroids(self) -> dict[str, np.ndarray]:
+        groups: dict[str, list[np.ndarray]] = {}
+        for vector, label in zip(self.embeddings, self.labels, strict=True):
+            groups.setdefault(label, []).append(vector)
+        return {label: _normed(np.mean(vs, axis=0)) for label, vs in groups.items()}
+
+    @staticmethod
+    def _nearest(embed: np.ndarray, centroids: dict[str, np.ndarray]) -> str:
+        return max(centroids, key=lambda name: float(embed @ centroids[name]))
+
+
+def _normed(vector: np.ndarray) -> np.ndarray:
+    norm = float(np.linalg.norm(vector))
+    return vector / norm if norm > 0 else vector
 
 
 class EmbeddingSpeakers:
@@ -183,7 +233,7 @@ class EmbeddingSpeakers:
         self,
         *,
         max_speakers: int = 2,
-        threshold: float = 0.75,
+        threshold: float = 0.88,
         min_new_s: float = 1.0,
         encoder: SpeakerEncoder | None = None,
     ) -> None:

@@ -28,10 +28,20 @@ SAMPLE_RATE = 16_000
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
 
 
+_NUMBERS = (
+    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
+    "fifteen sixteen seventeen eighteen nineteen twenty"
+).split()
+
+
 def words(text: str) -> list[str]:
-    """Lower-cased words without punctuation: what WER compares."""
-    text = text.lower().replace("’", "'").replace("-", " ")
-    return _WORD.findall(text)
+    """Lower-cased words without punctuation, small numbers spelled out: what WER compares.
+
+    Whisper writes "6" where a reference says "six"; counting that as an error
+    would measure formatting, not recognition.
+    """
+    text = text.lower().replace("’", "'").replace("–", " ").replace("-", " ")
+    return [_NUMBERS[int(w)] if w.isdigit() and int(w) <= 20 else w for w in _WORD.findall(text)]
 
 
 def _align(ref: Sequence[str], hyp: Sequence[str]) -> tuple[int, list[tuple[int | None, int | None]]]:

@@ -1,0 +1,55 @@
+"""Audio fixtures: espeak-ng dialogues synthesised once per session, models loaded once.
+
+Two clearly different espeak-ng voices (en-us+m3, en-gb+f3) with 1 s gaps: at
+0.3 s gaps espeak's own sentence pauses are as long as the turn gaps, and a
+speaker test would measure the VAD instead of the speaker encoder.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from guardian.eval.speech import SynthDialogue, synthesize_dialogue
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "speech"
+
+VOICES = {"Maya": "en-us+m3", "Daniel": "en-gb+f3"}
+
+DIALOGUE = (
+    ("Maya", "You said you would pick me up at six. I waited for an hour in the rain."),
+    ("Daniel", "I never said that. You are overreacting, as usual."),
+    ("Maya", "You texted me this morning, I can show you the message."),
+    ("Daniel", "Honestly, nobody else would put up with you. Know your place."),
+    ("Maya", "That is not fair."),
+    ("Daniel", "If you really loved me, you would stop checking my phone."),
+    ("Maya", "Okay. I am sorry."),
+    ("Daniel", "Good. Now let us forget about it and go to dinner."),
+)
+
+
+@pytest.fixture(scope="session")
+def dialogue(tmp_path_factory: pytest.TempPathFactory) -> SynthDialogue:
+    if shutil.which("espeak-ng") is None or shutil.which("sox") is None:
+        pytest.skip("espeak-ng and sox are needed to synthesise test speech (bash scripts/setup.sh)")
+    return synthesize_dialogue(DIALOGUE, VOICES, tmp_path_factory.mktemp("speech"), gap_s=1.0)
+
+
+@pytest.fixture(scope="session")
+def transcriber():  # type: ignore[no-untyped-def]
+    from guardian.audio.transcribe import Transcriber
+
+    model = Transcriber(cpu_threads=2)
+    model.load()
+    return model
+
+
+@pytest.fixture(scope="session")
+def speaker_encoder():  # type: ignore[no-untyped-def]
+    from guardian.audio.speakers import SpeakerEncoder
+
+    encoder = SpeakerEncoder()
+    encoder.load()
+    return encoder

@@ -1,0 +1,50 @@
+"""Transcription: model resolution errors, and the bundled tiny.en on real speech."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from guardian.audio.sources import decode_file
+from guardian.audio.transcribe import Transcriber, default_model_path, resolve_model
+from guardian.errors import ModelUnavailable
+from guardian.eval.speech import word_errors
+
+DATA = Path(__file__).resolve().parent.parent / "data" / "speech"
+
+
+def test_default_model_is_the_packaged_tiny_en() -> None:
+    path = default_model_path()
+    assert (path / "model.bin").is_file()
+    assert resolve_model(None) == str(path)
+
+
+def test_a_missing_model_directory_says_what_to_do(tmp_path: Path) -> None:
+    with pytest.raises(ModelUnavailable, match="does not exist; fix audio.whisper_model"):
+        resolve_model(str(tmp_path / "nope"))
+    with pytest.raises(ModelUnavailable, match="has no model.bin"):
+        resolve_model(str(tmp_path))
+
+
+def test_a_model_name_that_is_not_cached_fails_offline_with_advice(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("HF_HOME", str(tmp_path))
+    with pytest.raises(ModelUnavailable, match="could not be loaded offline.*local CTranslate2"):
+        Transcriber("large-v3").load()
+
+
+@pytest.mark.slow
+def test_a_turn_of_a_real_clip_is_transcribed(transcriber: Transcriber) -> None:
+    audio = decode_file(DATA / "85514533_composed_mark_sassy.mp3")[:, 0]
+    turn = audio[int(26.0 * 16000) : int(31.1 * 16000)]
+    result = transcriber.transcribe(turn)
+    reference = "Just as she starts feeling awful, you come up from behind and touch her neck."
+    assert word_errors(reference, result.text).wer <= 0.1
+    assert result.compute_s > 0
+
+
+@pytest.mark.slow
+def test_silence_gives_no_text(transcriber: Transcriber) -> None:
+    import numpy as np
+
+    assert transcriber.transcribe(np.zeros(16000, dtype=np.float32)).text == ""
