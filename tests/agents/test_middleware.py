@@ -403,3 +403,33 @@ def test_import_is_light() -> None:
     code = "import sys, guardian.agents; print('langchain' in sys.modules, 'torch' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
+
+
+# --- the real local detector -----------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_real_detector_blocks_a_labelled_manipulative_reply() -> None:
+    """End to end with the best detector installed (`local`, else `keyphrases`), not a test double.
+
+    Dialogue 85515388 (Rationalization, Feigning Innocence) is in the local model's
+    training data: this checks the wiring with real weights, not accuracy.
+    """
+    from guardian.agents._engine import default_detector_names
+
+    (name,) = default_detector_names()
+    agent = create_agent(
+        fake("Oh, come on. Well everyone does it. It's just human nature.", "Don't be so dramatic. I'm just making sure you're loyal."),
+        middleware=[GuardianMiddleware(detectors=[name], policy="block")],
+        checkpointer=InMemorySaver(),
+    )
+    run(agent, "Amy, I noticed you went through my messages. Why?", thread="amy")
+    result = run(agent, "That doesn't make it right or justify it.", thread="amy")
+    assert result["messages"][-1].content == DEFAULT_SAFE_REPLY
+    record = assessments(result, direction="output")[-1]
+    assert record["action"] == "blocked" and record["assessment"]["detectors"] == [name]
+    assert record["assessment"]["errors"] == []
+    assessment = assessment_of(result["messages"][-1])
+    assert assessment is not None and assessment.turn == 3
+    quotes = [e.quote for f in assessment.findings for e in f.evidence]
+    assert quotes and all(q in record["original_text"] or any(q in m.content for m in result["messages"]) for q in quotes)
