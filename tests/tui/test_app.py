@@ -87,10 +87,10 @@ async def test_selecting_a_finding_shows_definition_why_and_similar_examples(mak
         await app.wait_until_done()
         await pilot.pause()
         app.query_one(FindingsPanel).focus()
-        await pilot.press("down", "enter")
+        await pilot.press("up", "enter")
         await _until(lambda: isinstance(app.screen, FindingScreen))
         screen = app.screen
-        assert isinstance(screen, FindingScreen) and screen.turn == 3
+        assert isinstance(screen, FindingScreen) and screen.turn == 1
         await _until(lambda: "You can't do anything right" in str(screen.query_one("#finding-similar", Static).render()))
         body = str(screen.query_one("#finding-text", Static).render())
         assert "make others feel inferior" in body  # the taxonomy's definition

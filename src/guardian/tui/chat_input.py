@@ -32,6 +32,7 @@ class ChatInput(Horizontal):
         super().__init__(id=id)
         self.speakers = list(speakers or ["A", "B"])
         self.current = 0
+        self.history: list[str] = []
 
     @property
     def speaker(self) -> str:
@@ -72,6 +73,14 @@ class ChatInput(Horizontal):
             self.current = self.speakers.index(name)
             self._refresh_label()
         self.post_message(self.Said(self.speaker, value))
-        # Alternate by default: in a two-person chat the next turn is usually the other side.
-        if len(self.speakers) > 1:
+        self.history.append(self.speaker)
+        self._answer()
+
+    def _answer(self) -> None:
+        """Hand the floor to whoever spoke last before this speaker (a reply), else the next name."""
+        others = [s for s in reversed(self.history) if s != self.speaker]
+        if others:
+            self.current = self.speakers.index(others[0])
+            self._refresh_label()
+        elif len(self.speakers) > 1:
             self.switch_speaker()

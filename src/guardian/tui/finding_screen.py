@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from rich.markup import escape
 from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
@@ -17,6 +16,11 @@ from guardian.findings import Finding
 from guardian.report import definition
 from guardian.tui.findings_panel import confidence_bar
 from guardian.tui.similar import SimilarExamples, SimilarLookup, similar_examples
+
+
+def escape(text: str) -> str:
+    """Make transcript text inert in Textual markup (its own escape leaves `[Capitalised]` tags)."""
+    return text.replace("[", "\\[")
 
 
 def why_it_fired(finding: Finding, turn: int) -> str:

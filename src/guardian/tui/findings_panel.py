@@ -1,4 +1,4 @@
-"""The findings panel: one option per alerted finding, newest first.
+"""The findings panel: one option per alerted finding, in the order they were raised.
 
 Each entry shows the tactic, a confidence bar, the quote, the targeted
 vulnerabilities and the detector; Enter or a click opens the finding's details.
@@ -24,13 +24,13 @@ def confidence_bar(score: float, *, width: int = BAR_WIDTH) -> str:
 def describe(finding: Finding, turn: int) -> Text:
     text = Text()
     text.append(finding.label, style="bold")
-    text.append(f"  {confidence_bar(finding.score)} {finding.score:.2f}\n")
+    text.append(f"\n{confidence_bar(finding.score)} {finding.score:.2f} · {finding.detector}\n")
     quote = finding.evidence[0].quote if finding.evidence else "(no quote)"
     if len(quote) > 120:
         quote = quote[:117] + "…"
     text.append(f"“{quote}”\n", style="italic")
-    vulns = ", ".join(v.value for v in finding.vulnerabilities) or "—"
-    text.append(f"→ {vulns} · {finding.detector} · turn {turn}", style="dim")
+    vulns = ", ".join(v.value for v in finding.vulnerabilities) or "no vulnerability named"
+    text.append(f"→ {vulns} · turn {turn}", style="dim")
     return text
 
 
@@ -43,11 +43,12 @@ class FindingsPanel(OptionList):
         self.findings: list[tuple[Finding, int]] = []
 
     def add_finding(self, finding: Finding, turn: int) -> None:
+        following = self.highlighted is None or self.highlighted == len(self.findings) - 1
         self.findings.append((finding, turn))
         self.add_option(Option(describe(finding, turn), id=f"finding-{len(self.findings) - 1}"))
         self.border_title = f"Findings ({len(self.findings)})"
-        if self.highlighted is None:
-            self.highlighted = 0
+        if following:  # keep the newest in view unless the user is browsing older ones
+            self.highlighted = len(self.findings) - 1
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()

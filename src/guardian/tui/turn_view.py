@@ -44,6 +44,14 @@ class TurnView(Widget):
         self.risk = risk
         self.refresh(layout=True)
 
+    @property
+    def flagged(self) -> bool:
+        """Quoted evidence in this turn, or a verdict on it that cites no quote."""
+        if self.evidence:
+            return True
+        a = self.assessment
+        return a is not None and a.decision and any(not f.evidence for f in a.findings)
+
     def render(self) -> Text:
         style = self.get_component_rich_style
         text = Text()
@@ -52,7 +60,7 @@ class TurnView(Widget):
         for e in self.evidence:
             body.stylize(style("turn--highlight"), e.start, e.end)
         text.append_text(body)
-        if self.assessment is not None and self.assessment.findings:
+        if self.flagged:
             text.append(f"  ⚑ {self.risk or 0.0:.2f}", style=style("turn--risk"))
         for intent in self.assessment.intents if self.assessment is not None else ():
             if intent.turn == self.turn.index:

@@ -1,0 +1,94 @@
+"""End to end: the real `guardian watch` in a real terminal (tmux), a highlighted quote on screen."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+QUOTE = "You are too sensitive."
+SGR = re.compile(r"\x1b\[([0-9;]*)m")
+
+pytestmark = pytest.mark.e2e
+
+
+def _style_at(line: str, text: str) -> tuple[frozenset[int], str | None]:
+    """Attributes (bold=1, underline=4, …) and background in force where `text` starts.
+
+    tmux writes incremental SGR sequences, so the state is replayed from the line's start.
+    """
+    attrs: set[int] = set()
+    background: str | None = None
+    pos = line.index(text)
+    for match in SGR.finditer(line[:pos]):
+        values = [int(p) if p.isdigit() else 0 for p in (match.group(1) or "0").split(";")]
+        i = 0
+        while i < len(values):
+            v = values[i]
+            if v in (38, 48):
+                width = 3 if i + 1 < len(values) and values[i + 1] == 5 else 5
+                if v == 48:
+                    background = ";".join(map(str, values[i : i + width]))
+                i += width
+                continue
+            if v == 0:
+                attrs.clear()
+                background = None
+            elif v == 49:
+                background = None
+            elif 21 <= v <= 29:
+                attrs.discard(v - 20 if v != 22 else 1)
+            elif v < 10:
+                attrs.add(v)
+            i += 1
+    return frozenset(attrs), background
+
+
+def test_guardian_watch_shows_a_highlighted_quote_in_a_real_terminal(tmp_path: Path) -> None:
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed (scripts/setup.sh installs it)")
+    guardian = Path(sys.executable).parent / "guardian"
+    socket = f"guardian-e2e-{os.getpid()}"
+    tmux = ["tmux", "-L", socket]
+    log = tmp_path / "session.jsonl"
+    command = (
+        f"env GUARDIAN_DATA_DIR={tmp_path} GUARDIAN_CONFIG_DIR={tmp_path} TERM=xterm-256color "
+        f"{guardian} watch examples/gaslighting.txt --instant --detectors keyphrases --log {log}"
+    )
+    subprocess.run([*tmux, "new-session", "-d", "-s", "e2e", "-x", "80", "-y", "24", "-c", str(REPO), command],
+                   check=True)
+    try:
+        screen = ""
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            screen = subprocess.run([*tmux, "capture-pane", "-p", "-e", "-t", "e2e"], capture_output=True,
+                                    text=True, check=True).stdout
+            plain = SGR.sub("", screen)
+            if "replay finished" in plain and QUOTE in plain:
+                break
+            time.sleep(0.3)
+        plain = SGR.sub("", screen)
+        print(plain)  # the screenshot-equivalent, shown with -s
+        assert "replay finished" in plain, plain
+        assert "Findings (" in plain
+        line = next(ln for ln in screen.splitlines() if QUOTE in SGR.sub("", ln) and "Mark:" in SGR.sub("", ln))
+        # The quote is drawn highlighted (bold + underline, on the highlight colour); the speaker is not underlined.
+        quote_attrs, quote_bg = _style_at(line, QUOTE)
+        speaker_attrs, speaker_bg = _style_at(line, "Mark:")
+        assert 4 in quote_attrs and 4 not in speaker_attrs
+        assert quote_bg is not None and quote_bg != speaker_bg
+        subprocess.run([*tmux, "send-keys", "-t", "e2e", "q"], check=True)
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and subprocess.run([*tmux, "has-session", "-t", "e2e"],
+                                                              capture_output=True).returncode == 0:
+            time.sleep(0.2)
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
+    assert '"type":"finding"' in log.read_text(encoding="utf-8")
