@@ -227,6 +227,55 @@ def report(
 
 # --- audio (issue 7): listen, devices -----------------------------------------------------------
 
+
+@app.command()
+def listen(
+    audio: Annotated[
+        Path | None, typer.Option("--audio", "-a", help="Replay a recording (wav/mp3/m4a/ogg) instead of the microphone.")
+    ] = None,
+    fast: Annotated[bool, typer.Option("--fast", help="Replay the recording as fast as possible, not in real time.")] = False,
+    channels: Annotated[
+        bool, typer.Option("--channels", help="Stereo: each channel is one party (recorded calls).")
+    ] = False,
+    device: Annotated[str | None, typer.Option("--device", help="Input device index or name (see `guardian devices`).")] = None,
+    speakers: Annotated[int | None, typer.Option("--speakers", help="Voices to tell apart on a mono mix (default 2).")] = None,
+    model: Annotated[
+        str | None, typer.Option("--model", help="Whisper model: a local CTranslate2 folder or a cached name.")
+    ] = None,
+    silence: Annotated[
+        float | None, typer.Option("--silence", help="Seconds of silence that end an utterance.")
+    ] = None,
+    headless: Annotated[
+        bool, typer.Option("--headless", help="Print JSON Lines events instead of the TUI (automatic in a pipe).")
+    ] = False,
+    detectors: Annotated[str | None, typer.Option("--detectors", "-d", help="Comma-separated detector names.")] = None,
+    log: Annotated[Path | None, typer.Option("--log", help="Where to write the session log.")] = None,
+    no_log: Annotated[bool, typer.Option("--no-log", help="Do not write a session log.")] = False,
+) -> None:
+    """Screen a voice call live: microphone or recording -> speech to text -> speakers -> detectors."""
+    from guardian.audio.listen import ListenOptions, run_listen
+
+    names = tuple(n.strip() for n in detectors.split(",") if n.strip()) if detectors else None
+    options = ListenOptions(
+        audio=audio, fast=fast, channels=channels, device=device, speakers=speakers, model=model,
+        silence_s=silence, detectors=names, log=log, no_log=no_log,
+    )
+    raise typer.Exit(run_listen(options, headless=headless))
+
+
+@app.command()
+def devices() -> None:
+    """List the audio input devices `guardian listen --device` can use."""
+    from guardian.audio.sources import NO_MICROPHONE, list_input_devices
+
+    found = list_input_devices()
+    if not found:
+        raise fail(NO_MICROPHONE)
+    for d in found:
+        mark = "*" if d.is_default else " "
+        typer.echo(f"{mark} {d.index:3d}  {d.name}  ({d.channels} in, {d.default_samplerate:.0f} Hz, {d.hostapi})")
+
+
 # --- bench (issue 9): bench ---------------------------------------------------------------------
 
 

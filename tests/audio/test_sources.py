@@ -11,7 +11,13 @@ import numpy as np
 import pytest
 
 from guardian.audio import sources
-from guardian.audio.sources import NO_MICROPHONE, FileSource, MicrophoneSource, decode_file, list_input_devices
+from guardian.audio.sources import (
+    NO_MICROPHONE,
+    FileSource,
+    MicrophoneSource,
+    decode_file,
+    list_input_devices,
+)
 from guardian.errors import InputError
 from guardian.eval.speech import SAMPLE_RATE, write_wav
 
@@ -188,9 +194,13 @@ def test_capture_delivers_every_frame_then_reports_the_vanished_device(monkeypat
     card.install(monkeypatch)
     source = MicrophoneSource(device="3", stall_timeout_s=0.3)
     got: list[np.ndarray] = []
-    with pytest.raises(InputError, match="stopped delivering audio") as info:
+
+    def capture() -> None:
         for chunk in source.chunks():
             got.append(chunk.samples)
+
+    with pytest.raises(InputError, match="stopped delivering audio") as info:
+        capture()
     assert "Stand-in mic" in str(info.value)
     assert card.opened["samplerate"] == SAMPLE_RATE
     assert card.opened["dtype"] == "float32"
@@ -201,9 +211,13 @@ def test_a_device_that_refuses_16khz_is_resampled(monkeypatch: pytest.MonkeyPatc
     card = FakeCard(tone(2.0, 440, rate=48_000)[:, None], rate=48_000, refuse_16k=True)
     card.install(monkeypatch)
     got = []
-    with pytest.raises(InputError):
+
+    def capture() -> None:
         for chunk in MicrophoneSource(stall_timeout_s=0.3).chunks():
             got.append(chunk.samples[:, 0])
+
+    with pytest.raises(InputError):
+        capture()
     assert card.opened["samplerate"] == 48_000
     audio = np.concatenate(got)
     assert len(audio) == pytest.approx(2 * SAMPLE_RATE, abs=400)

@@ -21,15 +21,15 @@ def test_default_model_is_the_packaged_tiny_en() -> None:
 
 
 def test_a_missing_model_directory_says_what_to_do(tmp_path: Path) -> None:
-    with pytest.raises(ModelUnavailable, match="does not exist; fix audio.whisper_model"):
+    with pytest.raises(ModelUnavailable, match=r"does not exist; fix audio\.whisper_model"):
         resolve_model(str(tmp_path / "nope"))
-    with pytest.raises(ModelUnavailable, match="has no model.bin"):
+    with pytest.raises(ModelUnavailable, match=r"has no model\.bin"):
         resolve_model(str(tmp_path))
 
 
 def test_a_model_name_that_is_not_cached_fails_offline_with_advice(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("HF_HOME", str(tmp_path))
-    with pytest.raises(ModelUnavailable, match="could not be loaded offline.*local CTranslate2"):
+    with pytest.raises(ModelUnavailable, match=r"could not be loaded offline.*local CTranslate2"):
         Transcriber("large-v3").load()
 
 

@@ -71,7 +71,8 @@ def decode_file(path: str | Path, *, split_channels: bool = False) -> np.ndarray
     except InputError:
         raise
     except (av.error.FFmpegError, OSError, ValueError, IndexError, EOFError) as exc:
-        raise InputError(f"cannot be decoded as audio ({type(exc).__name__}: {exc})", source=str(path)) from None
+        reason = getattr(exc, "strerror", None) or str(exc) or type(exc).__name__
+        raise InputError(f"cannot be decoded as audio ({reason})", source=str(path)) from None
     if split_channels:
         left, right = decoded
         samples = np.stack([left, right], axis=1).astype(np.float32)
@@ -215,6 +216,7 @@ class MicrophoneSource:
         self.name = "microphone"
         self.overflows = 0
         self._stop = threading.Event()
+        self._settings: tuple[Any, float] | None = None
 
     def _open_settings(self, sd: ModuleType) -> tuple[Any, float]:
         """The device (index or name) and a sample rate it accepts: 16 kHz, else its default."""
@@ -244,9 +246,14 @@ class MicrophoneSource:
             "device with --device"
         )
 
+    def check(self) -> None:
+        """Find the device and a sample rate now, so a missing microphone fails before the TUI starts."""
+        self._settings = self._open_settings(_sounddevice())
+
     def chunks(self) -> Iterator[AudioChunk]:
         sd = _sounddevice()
-        device, rate = self._open_settings(sd)
+        device, rate = self._settings if self._settings is not None else self._open_settings(sd)
+        self._settings = None
         blocks: queue.Queue[np.ndarray] = queue.Queue()
 
         def callback(indata: np.ndarray, frames: int, time_info: Any, status: Any) -> None:

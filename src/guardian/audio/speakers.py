@@ -120,6 +120,11 @@ class SpeakerEncoder:
                     ) from None
             return self._encoder
 
+    def warm_up(self) -> None:
+        """Load the weights and embed one second of noise: librosa's first call imports a lot."""
+        noise = np.random.default_rng(0).normal(0, 0.05, SAMPLE_RATE).astype(np.float32)
+        self.embed(noise)
+
     def embed(self, samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """The utterance embedding and its 1.6 s partial embeddings (rows), all L2-normed."""
         encoder = self.load()

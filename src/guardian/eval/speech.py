@@ -28,10 +28,11 @@ SAMPLE_RATE = 16_000
 _WORD = re.compile(r"[a-z0-9]+(?:'[a-z0-9]+)*")
 
 
-_NUMBERS = (
-    "zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen "
-    "fifteen sixteen seventeen eighteen nineteen twenty"
-).split()
+_NUMBERS = [
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+    "eleven", "twelve", "thirteen", "fourteen", "fifteen", "sixteen", "seventeen", "eighteen",
+    "nineteen", "twenty",
+]
 
 
 def words(text: str) -> list[str]:
