@@ -46,7 +46,8 @@ class LatencySample:
 
 
 class GuardianApp(App[None]):
-    CSS_PATH = "guardian.tcss"
+    # Absolute, so that subclasses in other modules (e.g. the audio app) find it too.
+    CSS_PATH = str(Path(__file__).with_name("guardian.tcss"))
     TITLE = "guardian"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]  # noqa: RUF012 - Textual declares it so
     BINDINGS: ClassVar[list[BindingType]] = [
