@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import signal
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -170,6 +171,16 @@ async def run_listen_headless(session: AudioWatchSession, *, out: IO[str] | None
     for problem in session.problems:
         emit(problem)
     session.monitor.subscribe(emit)
+    loop = asyncio.get_running_loop()
+
+    def stop_listening() -> None:
+        # First Ctrl-C: stop the source; speech already heard is still transcribed and
+        # assessed, then the session ends normally. A second Ctrl-C interrupts at once.
+        session.pipeline.stop()
+        loop.remove_signal_handler(signal.SIGINT)
+
+    with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):  # not the main thread
+        loop.add_signal_handler(signal.SIGINT, stop_listening)
     try:
         await session.pump(Pacer())
         await session.monitor.drain()
@@ -177,6 +188,8 @@ async def run_listen_headless(session: AudioWatchSession, *, out: IO[str] | None
     except asyncio.CancelledError:
         pass
     finally:
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.remove_signal_handler(signal.SIGINT)
         session.close()
     return 2 if failed else 0
 
