@@ -78,7 +78,8 @@ def test_guardian_watch_shows_a_highlighted_quote_in_a_real_terminal(tmp_path: P
         print(plain)  # the screenshot-equivalent, shown with -s
         assert "replay finished" in plain, plain
         assert "Findings (" in plain
-        line = next(ln for ln in screen.splitlines() if QUOTE in SGR.sub("", ln) and "Mark:" in SGR.sub("", ln))
+        # The transcript row "Mark: You are too sensitive. …" (left pane, so its quote comes first).
+        line = next(ln for ln in screen.splitlines() if f"Mark: {QUOTE}" in SGR.sub("", ln))
         # The quote is drawn highlighted (bold + underline, on the highlight colour); the speaker is not underlined.
         quote_attrs, quote_bg = _style_at(line, QUOTE)
         speaker_attrs, speaker_bg = _style_at(line, "Mark:")

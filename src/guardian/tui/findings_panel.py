@@ -13,7 +13,7 @@ from textual.widgets.option_list import Option
 from guardian.findings import Finding
 from guardian.tui.messages import FindingChosen
 
-BAR_WIDTH = 10
+BAR_WIDTH = 8
 
 
 def confidence_bar(score: float, *, width: int = BAR_WIDTH) -> str:
@@ -22,15 +22,16 @@ def confidence_bar(score: float, *, width: int = BAR_WIDTH) -> str:
 
 
 def describe(finding: Finding, turn: int) -> Text:
+    """Four short lines, so an entry fits the 80-column layout's narrow panel."""
     text = Text()
     text.append(finding.label, style="bold")
-    text.append(f"\n{confidence_bar(finding.score)} {finding.score:.2f} · {finding.detector}\n")
+    text.append(f"\n{confidence_bar(finding.score)} {finding.score:.2f} · turn {turn}\n")
     quote = finding.evidence[0].quote if finding.evidence else "(no quote)"
     if len(quote) > 120:
         quote = quote[:117] + "…"
     text.append(f"“{quote}”\n", style="italic")
-    vulns = ", ".join(v.value for v in finding.vulnerabilities) or "no vulnerability named"
-    text.append(f"→ {vulns} · turn {turn}", style="dim")
+    vulns = ", ".join(v.value for v in finding.vulnerabilities)
+    text.append(f"→ {vulns} · by {finding.detector}" if vulns else f"by {finding.detector}", style="dim")
     return text
 
 
