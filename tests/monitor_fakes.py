@@ -113,3 +113,21 @@ class LyingDetector(Detector):
             return self.empty(window)
         finding = Finding(technique=Technique.DENIAL, score=0.9, evidence=(fake,), detector=self.name)
         return Assessment(conversation_id=window.id, turn=last.index, findings=(finding,), detectors=(self.name,))
+
+
+class EchoIntentDetector(Detector):
+    """Says a turn with a question presses the listener (hneg-); anything else is small talk."""
+
+    name: ClassVar[str] = "intent-test"
+
+    def analyze(self, window: Conversation) -> Assessment:
+        from guardian.findings import Intent
+        from guardian.taxonomy import FaceAct
+
+        last = window.last
+        if last is None:
+            return self.empty(window)
+        act = FaceAct.HNEG_MINUS if "?" in last.text else FaceAct.OTHER
+        intent = Intent(turn=last.index, speaker=last.speaker, face_act=act, score=0.7,
+                        intention=act.general_intention, detector=self.name)
+        return Assessment(conversation_id=window.id, turn=last.index, intents=(intent,), detectors=(self.name,))

@@ -15,7 +15,7 @@ from guardian.monitor import Monitor
 from guardian.tui.app import GuardianApp
 from guardian.tui.similar import SimilarExamples
 from guardian.watch import WatchOptions, prepare
-from tests.monitor_fakes import SlowDetector, WordDetector
+from tests.monitor_fakes import EchoIntentDetector, SlowDetector, WordDetector
 
 CHAT = """\
 Jordan: Did you move my keys? I left them on the hook.
@@ -56,10 +56,11 @@ def _test_detectors() -> Iterator[None]:
     registry.register("word-test", WordDetector)
     registry.register("slow-word-test", SlowWord)
     registry.register("gated-word-test", GatedWord)
+    registry.register("intent-test", EchoIntentDetector)
     GatedWord.gate.clear()
     yield
     GatedWord.gate.set()
-    for name in ("word-test", "slow-word-test", "gated-word-test"):
+    for name in ("word-test", "slow-word-test", "gated-word-test", "intent-test"):
         registry.unregister(name)
 
 

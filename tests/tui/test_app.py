@@ -40,6 +40,17 @@ async def test_replay_shows_turns_highlighted_quotes_findings_and_risk(make_app:
         assert app.query_one(StatusBar).state == "replay finished"
 
 
+async def test_each_turn_shows_its_speakers_intent(make_app: AppFactory) -> None:
+    app = make_app(detectors=("word-test", "intent-test"))
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.wait_until_done()
+        await pilot.pause()
+        views = list(app.query(TurnView))
+        assert "presses the listener to do something (hneg- 0.70)" in str(views[0].render())
+        assert "small talk" in str(views[1].render())
+        assert app.query_one("#status", StatusBar).detectors == "word-test, intent-test"
+
+
 async def test_typing_turns_switching_and_naming_speakers(make_app: AppFactory) -> None:
     app = make_app(text=None)
     async with app.run_test() as pilot:
