@@ -1,0 +1,175 @@
+"""The `intent` detector: what each speaker is doing with their turn (seed 002 face acts).
+
+For the latest turn of the window it reports the face act with its probability,
+a plain-language intention that fits any conversation, and, when the
+conversation looks like a request/persuasion setting, the closest of seed 002's
+Table 2 descriptions for that act and the speaker's inferred side. It also
+reports the pressure patterns of `guardian.detectors.patterns` that complete at
+the latest turn, as Findings with verbatim quotes.
+
+Why it is cheap enough to run on every turn: earlier turns' intents are cached
+(keyed by their text and context), so each new turn costs one encoder pass and
+a linear model (see `scripts/bench_intent.py`).
+
+Roles are inferred, never given: the side that asks is the speaker whose turns
+carry the most request/easing acts (hneg-, hneg+) net of refusals (sneg+,
+spos-), with a bonus for having opened the conversation (persuaders open in
+the training corpus). Everyone else is the side being asked.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from guardian.conversation import Conversation
+from guardian.detectors.base import Detector
+from guardian.detectors.intent_model import CONTEXT, IntentModel, Utterance, load_model
+from guardian.detectors.patterns import PatternConfig, patterns_at
+from guardian.findings import Assessment, Intent
+from guardian.taxonomy import PERSUASION_INTENTIONS, FaceAct, Role
+
+#: Acts whose presence (as a top act) makes a window a request/persuasion setting.
+SETTING_ACTS = (FaceAct.HNEG_MINUS, FaceAct.SNEG_PLUS, FaceAct.SPOS_MINUS)
+OPENER_BONUS = 0.5
+
+_Key = tuple[str, str, tuple[tuple[str, str], ...], bool, int]
+
+
+class IntentDetector(Detector):
+    """Local face-act model + intention descriptions + derived pressure patterns."""
+
+    name: ClassVar[str] = "intent"
+    description: ClassVar[str] = "face act and intention of each turn; pressure patterns after refusals"
+
+    def __init__(
+        self,
+        *,
+        model_path: str | Path | None = None,
+        context_turns: int = 12,
+        patterns: bool = True,
+        pattern_config: PatternConfig | None = None,
+        cache_size: int = 20_000,
+    ) -> None:
+        self._model_path = Path(model_path) if model_path is not None else None
+        self._model: IntentModel | None = None
+        self._context_turns = context_turns
+        self._patterns = patterns
+        self._pattern_config = pattern_config or PatternConfig()
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[_Key, tuple[np.ndarray, np.ndarray]] = OrderedDict()
+        self._cache_size = cache_size
+
+    # -- loading --
+
+    def model(self) -> IntentModel:
+        """The trained model, loaded on first use (ModelUnavailable says how to rebuild it)."""
+        if self._model is None:
+            self._model = load_model(self._model_path)
+        return self._model
+
+    def warm_up(self) -> None:
+        model = self.model()
+        model.predict_proba([Utterance("hello", "a", (), True, 0)])
+
+    # -- assessment --
+
+    def intents(self, window: Conversation) -> list[Intent]:
+        """Intents of the last `context_turns` turns of the window (earlier ones come from the cache)."""
+        recent = window.window(self._context_turns)
+        if not recent.turns:
+            return []
+        model = self.model()
+        opener = window.turns[0].speaker
+        turns = list(recent.turns)
+        all_turns = list(window.turns)
+        offset = len(all_turns) - len(turns)
+        utts: list[Utterance] = []
+        for k, t in enumerate(turns):
+            pos = offset + k
+            ctx = tuple((p.speaker, p.text) for p in all_turns[max(0, pos - CONTEXT) : pos])
+            utts.append(Utterance(t.text, t.speaker, ctx, t.speaker == opener, t.index))
+        probs, vecs = self._predict(model, utts)
+        roles = infer_roles([t.speaker for t in turns], probs, model.classes, opener=opener)
+        acts = [model.classes[int(j)] for j in probs.argmax(1)]
+        setting = any(a in SETTING_ACTS for a in acts)
+        out: list[Intent] = []
+        for t, p, v, act in zip(turns, probs, vecs, acts, strict=True):
+            role = roles.get(t.speaker)
+            domain = closest_intention(model, act, role, v) if setting and role is not None else None
+            out.append(Intent(
+                turn=t.index, speaker=t.speaker, face_act=act, score=round(float(p.max()), 4),
+                intention=act.general_intention, domain_intention=domain,
+                role=str(role) if role is not None else None, detector=self.name,
+            ))
+        return out
+
+    def analyze(self, window: Conversation) -> Assessment:
+        last = window.last
+        if last is None:
+            return self.empty(window)
+        intents = self.intents(window)
+        findings = (
+            patterns_at(window, intents, last.index, detector=self.name, config=self._pattern_config)
+            if self._patterns else []
+        )
+        return Assessment(
+            conversation_id=window.id,
+            turn=last.index,
+            findings=tuple(findings),
+            intents=tuple(i for i in intents if i.turn == last.index),
+            detectors=(self.name,),
+        )
+
+    def _predict(self, model: IntentModel, utts: Sequence[Utterance]) -> tuple[np.ndarray, np.ndarray]:
+        keys: list[_Key] = [(u.text, u.speaker, u.context, u.opener, u.position) for u in utts]
+        with self._lock:
+            missing = [i for i, k in enumerate(keys) if k not in self._cache]
+        if missing:
+            p, v = model.predict_proba([utts[i] for i in missing])
+            with self._lock:
+                for row, i in enumerate(missing):
+                    self._cache[keys[i]] = (p[row], v[row])
+                    while len(self._cache) > self._cache_size:
+                        self._cache.popitem(last=False)
+                fetched = [self._cache.get(k) for k in keys]
+            if any(f is None for f in fetched):  # evicted under a tiny cache: recompute directly
+                return model.predict_proba(utts)
+        else:
+            with self._lock:
+                fetched = [self._cache[k] for k in keys]
+        return (np.vstack([f[0] for f in fetched if f is not None]),
+                np.vstack([f[1] for f in fetched if f is not None]))
+
+
+def infer_roles(
+    speakers: Sequence[str], probs: np.ndarray, classes: Sequence[FaceAct], *, opener: str
+) -> dict[str, Role]:
+    """Who asks (persuader) and who is asked (persuadee), from the acts themselves."""
+    if len(set(speakers)) < 2:
+        return {}
+    col = {c: i for i, c in enumerate(classes)}
+
+    def p(row: np.ndarray, act: FaceAct) -> float:
+        return float(row[col[act]]) if act in col else 0.0
+
+    score: dict[str, float] = {s: (OPENER_BONUS if s == opener else 0.0) for s in speakers}
+    for s, row in zip(speakers, probs, strict=True):
+        score[s] += p(row, FaceAct.HNEG_MINUS) + p(row, FaceAct.HNEG_PLUS)
+        score[s] -= p(row, FaceAct.SNEG_PLUS) + p(row, FaceAct.SPOS_MINUS)
+    asker = max(score, key=lambda s: (score[s], s == opener))
+    return {s: (Role.PERSUADER if s == asker else Role.PERSUADEE) for s in score}
+
+
+def closest_intention(model: IntentModel, act: FaceAct, role: Role, vector: np.ndarray) -> str | None:
+    """The seed-002 description for (act, side) nearest to the utterance in embedding space."""
+    idx = [i for i, d in enumerate(PERSUASION_INTENTIONS) if d.face_act is act and d.role is role]
+    if not idx:
+        return None
+    sims = model.intention_vectors[idx] @ vector
+    return PERSUASION_INTENTIONS[idx[int(np.argmax(sims))]].text

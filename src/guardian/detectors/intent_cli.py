@@ -1,0 +1,60 @@
+"""What `guardian eval faceacts` and `guardian train-intent` do (the CLI functions stay thin)."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import typer
+
+from guardian.errors import GuardianError, InputError
+
+
+def _limit_threads() -> None:
+    """Training shares a small machine: one thread unless the user asked for more."""
+    if "OMP_NUM_THREADS" not in os.environ:
+        import torch
+
+        torch.set_num_threads(1)
+
+
+def run_eval_faceacts(file: str, *, output_format: str, cv: bool) -> None:
+    from guardian.detectors.intent_model import load_model
+    from guardian.detectors.intent_train import evaluate_file
+    from guardian.eval.datasets import file_sha256
+
+    path = Path(file)
+    if not path.is_file():
+        raise InputError("file not found", source=file)
+    _limit_threads()
+    if cv:
+        result = evaluate_file(path, cv=True)
+    else:
+        model = load_model()
+        if model.meta.get("data_sha256") == file_sha256(path):
+            raise GuardianError(
+                f"{file} is the data the intent model was trained on, so its scores would be training-set "
+                "scores; add --cv for out-of-fold figures"
+            )
+        result = evaluate_file(path, model=model)
+    if output_format == "json":
+        typer.echo(json.dumps(result, sort_keys=True))
+        return
+    typer.echo(f"{result['mode']}")
+    typer.echo(f"n={result['n']}  accuracy={result['accuracy']:.3f}  macro-F1={result['macro_f1']:.3f}  "
+               f"latency p50={result['latency_ms_p50']:.1f} ms")
+    typer.echo(f"{'act':8} {'P':>6} {'R':>6} {'F1':>6} {'n':>6}")
+    for act, m in result["per_class"].items():
+        typer.echo(f"{act:8} {m['precision']:6.3f} {m['recall']:6.3f} {m['f1']:6.3f} {m['support']:6d}")
+
+
+def run_train_intent(*, out: str | None, data: str | None) -> None:
+    from guardian.detectors.intent_model import cached_artifact_dir
+    from guardian.detectors.intent_train import train_and_save
+
+    _limit_threads()
+    target = Path(out) if out else cached_artifact_dir()
+    model = train_and_save(target, data=Path(data) if data else None)
+    typer.echo(f"intent model ({len(model.classes)} face acts, {model.meta.get('n_train')} utterances) "
+               f"written to {target}")

