@@ -13,7 +13,8 @@ import pytest
 
 from guardian.cli import main
 from guardian.detectors import registry
-from guardian.events import TurnAdded, json_schema
+from guardian.events import AssessmentReady, TurnAdded, json_schema
+from guardian.readers import read_transcript
 from guardian.session_log import read_log
 from guardian.watch import WatchOptions, prepare, run_headless
 from guardian.watch_sources import InputProblem, LineAssembler, TurnInput, follow_file
@@ -158,3 +159,39 @@ async def test_follow_reads_what_is_appended(tmp_path: Path) -> None:
         f.write("rd\n")
     await asyncio.wait_for(task, timeout=10)
     assert [(t.speaker, t.text) for t in got] == [("Ann", "first"), ("Ben", "second"), ("Ann", "third")]
+
+
+@pytest.mark.e2e
+def test_killed_watch_process_resumes_from_its_log(tmp_path: Path) -> None:
+    """The real CLI, killed with SIGKILL mid-replay, then `--resume`d: every turn once, in order."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    chat = REPO / "examples" / "gaslighting.txt"
+    log = tmp_path / "session.jsonl"
+    guardian = str(Path(sys.executable).parent / "guardian")
+    env = {**os.environ, "GUARDIAN_DATA_DIR": str(tmp_path), "GUARDIAN_CONFIG_DIR": str(tmp_path)}
+    base = [guardian, "watch", str(chat), "--headless", "--detectors", "keyphrases"]
+    proc = subprocess.Popen([*base, "--speed", "20", "--log", str(log)], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and (not log.exists() or log.read_text().count('"type":"turn"') < 4):
+            time.sleep(0.02)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    before = [e for e in read_log(log).events if isinstance(e, TurnAdded)]
+    assert 4 <= len(before) < 12
+    done = subprocess.run([*base, "--instant", "--resume", str(log)], env=env, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    record = read_log(log)
+    turns = [e.turn for e in record.events if isinstance(e, TurnAdded)]
+    assert [t.index for t in turns] == list(range(12))
+    assert [t.text for t in turns] == [t.text for t in read_transcript(chat).turns]
+    assessed = sorted({e.assessment.turn for e in record.events if isinstance(e, AssessmentReady)})
+    assert assessed == list(range(12))

@@ -208,6 +208,9 @@ def prepare(
         label, default_id, mode = file, Path(file).stem, "replay"
     conversation_id = conversation_id or default_id
 
+    if sys.stderr.isatty():
+        # Heavy detectors load (or build themselves) before the screen is taken over.
+        print("guardian: starting detectors…", file=sys.stderr, flush=True)
     detectors, problems = load_detectors(list(options.detectors) if options.detectors else None)
     monitor = monitor_factory(detectors) if monitor_factory is not None else Monitor(detectors)
     monitor.restore(restored)
