@@ -35,6 +35,13 @@ PATTERN_DEFINITIONS: dict[str, str] = {
 }
 
 
+def finding_title(finding: Finding) -> str:
+    """What a person reads: the technique's name, or the pattern's name in words ("Key phrase")."""
+    if finding.technique is not None:
+        return finding.technique.value
+    return str(finding.pattern).replace("_", " ").capitalize()
+
+
 def definition(finding: Finding) -> str:
     if finding.technique is not None:
         return finding.technique.definition
@@ -174,7 +181,7 @@ def _markdown(reports: list[ConversationReport], title: str) -> str:
             quotes = "; ".join(f'"{_md(e.quote)}" (turn {e.turn})' for e in f.evidence) or "no quote"
             vulns = ", ".join(v.value for v in f.vulnerabilities) or "—"
             out += [
-                f"- **{_md(f.label)}** — confidence {f.score:.2f}, by {_md(f.detector)}, raised at turn {raised}",
+                f"- **{_md(finding_title(f))}** — confidence {f.score:.2f}, by {_md(f.detector)}, raised at turn {raised}",
                 f"  - quote: {quotes}",
                 f"  - targets: {vulns}",
                 f"  - definition: {_md(definition(f))}",
@@ -253,7 +260,7 @@ def _html(reports: list[ConversationReport], title: str) -> str:
             vulns = ", ".join(_e(v.value) for v in f.vulnerabilities) or "&mdash;"
             why = f"<p>Why: {_e(f.explanation)}</p>" if f.explanation else ""
             body.append(
-                f'<div class="finding"><strong>{_e(f.label)}</strong> '
+                f'<div class="finding"><strong>{_e(finding_title(f))}</strong> '
                 f'<span class="bar" style="width:{f.score * 6:.2f}em"></span> {f.score:.2f} '
                 f"&middot; {_e(f.detector)} &middot; raised at turn {raised}"
                 f'<p class="def">{_e(definition(f))}</p><ul>{quotes}</ul>'

@@ -13,7 +13,7 @@ from textual.widgets import Static
 
 from guardian.conversation import Conversation
 from guardian.findings import Finding
-from guardian.report import definition
+from guardian.report import definition, finding_title
 from guardian.tui.findings_panel import confidence_bar
 from guardian.tui.similar import SimilarExamples, SimilarLookup, similar_examples
 
@@ -27,7 +27,7 @@ def why_it_fired(finding: Finding, turn: int) -> str:
     if finding.explanation:
         return finding.explanation
     quotes = ", ".join(f"“{e.quote}” (turn {e.turn})" for e in finding.evidence) or "no quote"
-    return f"{finding.detector} scored {finding.score:.2f} for {finding.label} on turn {turn}, citing {quotes}."
+    return f"{finding.detector} scored {finding.score:.2f} for {finding_title(finding)} on turn {turn}, citing {quotes}."
 
 
 class FindingScreen(ModalScreen[None]):
@@ -47,7 +47,7 @@ class FindingScreen(ModalScreen[None]):
         vulns = "\n".join(f"  • [b]{escape(v.value)}[/b]: {escape(v.definition)}" for v in f.vulnerabilities) or "  —"
         quotes = "\n".join(f"  “[reverse]{escape(e.quote)}[/reverse]” (turn {e.turn})" for e in f.evidence) or "  —"
         body = (
-            f"[b]{escape(f.label)}[/b]  {confidence_bar(f.score)} {f.score:.2f}  ·  {escape(f.detector)}\n\n"
+            f"[b]{escape(finding_title(f))}[/b]  {confidence_bar(f.score)} {f.score:.2f}  ·  {escape(f.detector)}\n\n"
             f"[b]Definition[/b]\n  {escape(definition(f))}\n\n"
             f"[b]Why it fired[/b]\n  {escape(why_it_fired(f, self.turn))}\n\n"
             f"[b]Evidence[/b]\n{quotes}\n\n"

@@ -11,6 +11,7 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from guardian.findings import Finding
+from guardian.report import finding_title
 from guardian.tui.messages import FindingChosen
 
 BAR_WIDTH = 8
@@ -24,7 +25,7 @@ def confidence_bar(score: float, *, width: int = BAR_WIDTH) -> str:
 def describe(finding: Finding, turn: int) -> Text:
     """Four short lines, so an entry fits the 80-column layout's narrow panel."""
     text = Text()
-    text.append(finding.label, style="bold")
+    text.append(finding_title(finding), style="bold")
     text.append(f"\n{confidence_bar(finding.score)} {finding.score:.2f} · turn {turn}\n")
     quote = finding.evidence[0].quote if finding.evidence else "(no quote)"
     if len(quote) > 120:
