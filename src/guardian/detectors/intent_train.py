@@ -36,8 +36,8 @@ from guardian.eval.datasets import FaceActUtterance, faceacts_path, file_sha256,
 from guardian.eval.folds import conversation_folds
 from guardian.taxonomy import PERSUASION_INTENTIONS, FaceAct
 
-#: Classes the model predicts: every face act that occurs in the training data (sneg- never does).
-CLASS_WEIGHT_POWER = 0.5  # 0 = no re-weighting, 1 = fully "balanced"; in between keeps accuracy
+#: Class weights are (n / (k * count)) ** power: rare acts (hpos-, sneg+, spos-) count more.
+CLASS_WEIGHT_POWER = 0.75  # 0 = no re-weighting, 1 = fully "balanced"; 0.75 chosen by CV (docs/intent.md)
 
 
 def utterances_in_context(rows: Sequence[FaceActUtterance]) -> list[Utterance]:
@@ -200,6 +200,11 @@ def evaluate_file(path: str | Path, *, cv: bool = False, model: IntentModel | No
         oof = cross_validate(rows)
         result = metrics([r.face_act for r in rows], oof.predicted)
         result["mode"] = "cross-validated (5 conversation folds, each fold scored by a model trained on the others)"
+        result["folds"] = [
+            {"n": m["n"], "accuracy": m["accuracy"], "macro_f1": m["macro_f1"],
+             "hpos-_f1": m["per_class"].get("hpos-", {}).get("f1")}
+            for m in oof.fold_metrics
+        ]
         assert oof.last_model is not None
         lat_model = oof.last_model
     else:
