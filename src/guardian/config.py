@@ -75,7 +75,7 @@ class AudioSettings(_Section):
         default=None, description="CTranslate2 Whisper directory or cached model name; None = bundled tiny.en"
     )
     device: str | int | None = None
-    silence_s: float = Field(default=0.6, gt=0.0, description="silence that ends an utterance")
+    silence_s: float = Field(default=0.5, gt=0.0, description="silence that ends an utterance (measured: 0.3 splits sentences)")
     max_utterance_s: float = Field(default=20.0, gt=1.0)
     speakers: int = Field(default=2, ge=1, description="speakers to tell apart on a mono mix")
     speaker_threshold: float = Field(

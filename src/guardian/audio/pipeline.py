@@ -14,7 +14,6 @@ already heard — open utterances are cut and transcribed first, then an
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -173,23 +172,28 @@ class AudioPipeline:
         )
 
     async def aevents(self, *, max_pending: int = 64) -> AsyncIterator[AudioEvent]:
-        """The same events from a worker thread; level events are dropped when the consumer lags."""
+        """The same events from a worker thread.
+
+        Turns, states and errors are always delivered (they are few); level events
+        are dropped while more than `max_pending` events wait for a slow consumer.
+        Close the iterator (or stop the pipeline) to end it early.
+        """
         loop = asyncio.get_running_loop()
-        queue: asyncio.Queue[AudioEvent | None] = asyncio.Queue(maxsize=max_pending)
+        queue: asyncio.Queue[AudioEvent | None] = asyncio.Queue()
         failure: list[BaseException] = []
+        gone = threading.Event()
 
         def put(event: AudioEvent | None) -> None:
-            if isinstance(event, LevelMeasured) and queue.full():
+            if gone.is_set() or (isinstance(event, LevelMeasured) and queue.qsize() > max_pending):
                 return
-            future = asyncio.run_coroutine_threadsafe(queue.put(event), loop)
-            with contextlib.suppress(Exception):
-                future.result()
+            try:
+                loop.call_soon_threadsafe(queue.put_nowait, event)
+            except RuntimeError:  # the consumer's loop is closed
+                gone.set()
 
         def work() -> None:
             try:
                 for event in self.events():
-                    if self._stop.is_set() and isinstance(event, LevelMeasured):
-                        continue
                     put(event)
             except BaseException as exc:
                 failure.append(exc)
@@ -206,9 +210,6 @@ class AudioPipeline:
                 yield event
         finally:
             self.stop()
-            while thread.is_alive():  # let the worker finish its last put
-                with contextlib.suppress(asyncio.QueueEmpty):
-                    queue.get_nowait()
-                await asyncio.sleep(0.01)
+            gone.set()
         if failure:
             raise failure[0]

@@ -74,7 +74,7 @@ class SileroStream:
 class VadConfig:
     threshold: float = 0.5
     neg_threshold: float = 0.35
-    silence_s: float = 0.6
+    silence_s: float = 0.5
     max_utterance_s: float = 20.0
     min_speech_s: float = 0.25
     pad_s: float = 0.2
