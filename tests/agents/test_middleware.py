@@ -410,14 +410,15 @@ def test_import_is_light() -> None:
 
 @pytest.mark.slow
 def test_real_detector_blocks_a_labelled_manipulative_reply() -> None:
-    """End to end with the best detector installed (`local`, else `keyphrases`), not a test double.
+    """End to end with the best real detector that loads (`local`, else `keyphrases`), not a test double.
 
     Dialogue 85515388 (Rationalization, Feigning Innocence) is in the local model's
     training data: this checks the wiring with real weights, not accuracy.
     """
-    from guardian.agents._engine import default_detector_names
-
-    (name,) = default_detector_names()
+    try:
+        name = registry.create("local").name
+    except Exception:  # the local model is not installed here: the key phrases are the real fallback
+        name = "keyphrases"
     agent = create_agent(
         fake("Oh, come on. Well everyone does it. It's just human nature.", "Don't be so dramatic. I'm just making sure you're loyal."),
         middleware=[GuardianMiddleware(detectors=[name], policy="block")],

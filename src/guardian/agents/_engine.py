@@ -105,6 +105,9 @@ class DetectorPool:
                 log.warning("guardian detector %s is unavailable: %s", spec, exc)
                 self._unavailable.append((spec, str(exc)))
         if self._specs is None and not made and "keyphrases" not in specs:
+            # The default was only a preference: fall back quietly (logged above) to the
+            # key phrases, and report a failure only if nothing at all can run.
+            self._unavailable.clear()
             try:
                 made.append(registry.create("keyphrases"))
             except Exception as exc:
