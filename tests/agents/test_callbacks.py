@@ -92,3 +92,27 @@ def test_feeds_a_monitor_each_turn_once(lines: Lines, scripted: ScriptedDetector
         ("Assistant", lines.denial.text),
     ]
     assert [r["flagged"] for r in handler.records] == [False, False, False, True]
+
+
+def test_writes_through_a_real_monitor_into_its_session_log(lines: Lines, scripted: ScriptedDetector, tmp_path: Path) -> None:
+    from guardian.events import AssessmentReady, TurnAdded
+    from guardian.monitor import Monitor
+    from guardian.session_log import SessionHeader, SessionLog, read_log
+
+    monitor = Monitor([scripted], window=10, timeout_s=5.0)
+    path = tmp_path / "chatbot.jsonl"
+    log = SessionLog(path).open(SessionHeader(source="langchain", detectors=(scripted.name,), started=0.0))
+    monitor.subscribe(log.write)
+    handler = GuardianCallbackHandler(monitor=monitor)
+    chain = ChatPromptTemplate.from_messages([("human", "{q}")]) | fake(lines.denial.text)
+    try:
+        chain.invoke({"q": lines.benign.text}, {"callbacks": [handler], "metadata": {"thread_id": "bot-7"}})
+    finally:
+        monitor.close()
+        log.close()
+    record = read_log(path)
+    turns = [e.turn for e in record.events if isinstance(e, TurnAdded)]
+    assert [(t.speaker, t.text, t.source) for t in turns] == [("User", lines.benign.text, "langchain"), ("Assistant", lines.denial.text, "langchain")]
+    ready = [e for e in record.events if isinstance(e, AssessmentReady)]
+    assert [e.conversation_id for e in ready] == ["bot-7", "bot-7"]
+    assert [e.assessment.decision for e in ready] == [False, True]
