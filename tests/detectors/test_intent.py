@@ -132,3 +132,16 @@ def test_eval_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert main(["eval", "faceacts", str(bad)]) == 2
     assert "missing column" in capsys.readouterr().err
     assert main(["eval", "faceacts", str(tmp_path / "none.csv")]) == 2
+
+
+@pytest.mark.slow
+def test_train_intent_builds_a_loadable_artifact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    subset = tmp_path / "subset.csv"
+    _write_subset(subset, 4)
+    out = tmp_path / "model"
+    assert main(["train-intent", "--data", str(subset), "--out", str(out)]) == 0
+    assert "written to" in capsys.readouterr().out
+    model = IntentModel.load(out)
+    assert model.meta["n_train"] > 50
+    result = IntentDetector(model_path=out).analyze(DONATION)
+    assert [i.turn for i in result.intents] == [4]
