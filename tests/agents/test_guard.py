@@ -100,3 +100,9 @@ def test_options_are_keyword_only(scripted: ScriptedDetector) -> None:
         guard(fake(), [scripted])  # type: ignore[misc]
     with pytest.raises(ValueError, match="policy"):
         guard(fake(), policy="loud")  # type: ignore[arg-type]
+
+
+def test_stream_yields_only_the_screened_reply(lines: Lines, scripted: ScriptedDetector) -> None:
+    chain = guard(PROMPT | fake(lines.belittling.text) | StrOutputParser(), detectors=[scripted], policy="block")
+    chunks = list(chain.stream({"question": lines.benign.text}))
+    assert chunks == [DEFAULT_SAFE_REPLY]  # no token of the manipulative reply leaks out
