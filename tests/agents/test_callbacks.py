@@ -116,3 +116,21 @@ def test_writes_through_a_real_monitor_into_its_session_log(lines: Lines, script
     ready = [e for e in record.events if isinstance(e, AssessmentReady)]
     assert [e.conversation_id for e in ready] == ["bot-7", "bot-7"]
     assert [e.assessment.decision for e in ready] == [False, True]
+
+
+async def test_async_pipeline_and_concurrent_threads(lines: Lines, scripted: ScriptedDetector) -> None:
+    import asyncio
+
+    handler = GuardianCallbackHandler(detectors=[scripted])
+    replies = [lines.denial.text if i % 2 else "Sure, here it is." for i in range(30)]
+    chain = ChatPromptTemplate.from_messages([("human", "{q}")]) | fake(*replies) | StrOutputParser()
+    outs = await asyncio.gather(
+        *(chain.ainvoke({"q": f"question {i}"}, {"callbacks": [handler], "metadata": {"thread_id": f"t{i}"}}) for i in range(30))
+    )
+    assert sorted(outs) == sorted(replies)  # unchanged
+    assert len(handler.records) == 60
+    by_thread: dict[str, list[str]] = {}
+    for record in handler.records:
+        by_thread.setdefault(record["thread_id"], []).append(record["direction"])
+    assert all(directions == ["input", "output"] for directions in by_thread.values()) and len(by_thread) == 30
+    assert len(handler.flagged()) == 15
