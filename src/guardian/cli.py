@@ -150,6 +150,23 @@ def train_intent(
 
 # --- retrieval + LLM agents (issue 5): index --------------------------------------------------
 
+
+@app.command()
+def index(
+    data: Annotated[
+        str | None,
+        typer.Option("--data", help="MentalManip CSV, or a folder holding mentalmanip_con.csv; default: bundled data/."),
+    ] = None,
+    rebuild: Annotated[bool, typer.Option("--rebuild", help="Drop the store and embed everything again.")] = False,
+) -> None:
+    """Build the example store (Chroma) the LLM second opinion takes its few-shot examples from."""
+    from guardian.retrieval.indexing import describe, run_index
+    from guardian.retrieval.store import ExampleStore
+
+    store = ExampleStore.from_settings()
+    typer.echo(describe(run_index(data=data, rebuild=rebuild, store=store), store.where))
+
+
 # --- monitor + TUI (issue 6): watch, report ---------------------------------------------------
 
 

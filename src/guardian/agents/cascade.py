@@ -54,7 +54,7 @@ class CascadeDetector(Detector):
         self._local_checked = local is not None
         self.local_missing: str | None = None
         self._budgets: OrderedDict[str, Usage] = OrderedDict()
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self.usage = Usage()  # everything spent by this detector, for eval reports
         self.consulted = 0
 

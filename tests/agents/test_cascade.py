@@ -1,0 +1,178 @@
+"""The cascade: when the LLM is asked, what its answer changes, budgets and degradation.
+
+The local screen is a test double that returns a fixed probability (the real
+local model has its own tests); the LLM is LangChain's FakeListChatModel.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any, ClassVar
+
+import pytest
+from langchain_core.language_models.fake_chat_models import FakeListChatModel
+
+from guardian.agents.cascade import CascadeDetector
+from guardian.agents.manipulation import LLMDetector
+from guardian.config import LLMSettings
+from guardian.conversation import Conversation
+from guardian.detectors.base import Detector
+from guardian.detectors.evidence import evidence_for, sentences
+from guardian.findings import Assessment, Finding
+from guardian.taxonomy import Technique
+
+CFG = LLMSettings(samples=1, backoff_s=0.0, max_retries=0, band=(0.3, 0.8), max_calls=20)
+
+YES = json.dumps(
+    {
+        "manipulative": True,
+        "techniques": ["Denial"],
+        "manipulator": "Daniel",
+        "evidence": [{"quote": "I never said that.", "turn": 1}],
+    }
+)
+NO = json.dumps({"manipulative": False})
+
+
+class FixedScreen(Detector):
+    """Local-model double: a fixed probability, flagged above 0.5, quoting the last turn."""
+
+    name: ClassVar[str] = "local"
+
+    def __init__(self, probability: float) -> None:
+        self.probability = probability
+        self.calls = 0
+
+    def analyze(self, window: Conversation) -> Assessment:
+        self.calls += 1
+        last = window.last
+        assert last is not None
+        decision = self.probability >= 0.5
+        findings: tuple[Finding, ...] = ()
+        if decision and sentences(last.text):
+            findings = (
+                Finding(
+                    technique=Technique.SHAMING_OR_BELITTLEMENT,
+                    score=self.probability,
+                    evidence=(evidence_for(last, sentences(last.text)[0]),),
+                    detector=self.name,
+                ),
+            )
+        return Assessment(
+            conversation_id=window.id,
+            turn=last.index,
+            probability=self.probability,
+            decision=decision,
+            threshold=0.5,
+            techniques={Technique.SHAMING_OR_BELITTLEMENT: self.probability} if decision else {},
+            findings=findings,
+            detectors=(self.name,),
+        )
+
+
+def cascade(probability: float, responses: list[str], **cfg: Any) -> tuple[CascadeDetector, LLMDetector]:
+    settings = CFG.model_copy(update=cfg)
+    llm = LLMDetector(model=FakeListChatModel(responses=responses), settings=settings, use_store=False)
+    return CascadeDetector(local=FixedScreen(probability), llm=llm, settings=settings), llm
+
+
+def window(conv: Conversation, upto: int = 1) -> Conversation:
+    return conv.upto(upto)
+
+
+def test_confident_clear_turn_skips_the_llm(gaslighting: Conversation) -> None:
+    det, llm = cascade(0.05, [YES])
+    result = det.analyze(window(gaslighting))
+    assert llm.usage.calls == 0 and det.consulted == 0
+    assert result.probability == 0.05 and result.decision is False
+    assert result.detectors == ("cascade",) and result.errors == ()
+
+
+def test_uncertain_turn_asks_and_the_llm_decides(gaslighting: Conversation) -> None:
+    det, llm = cascade(0.45, [YES])
+    result = det.analyze(window(gaslighting))
+    assert llm.usage.calls == 1
+    assert result.decision is True and result.probability == 1.0
+    assert Technique.DENIAL in result.techniques
+    assert {f.detector for f in result.findings} == {"cascade"}
+    quotes = [ev.quote for f in result.findings for ev in f.evidence]
+    assert "I never said that." in quotes
+
+
+def test_flagged_turn_is_confirmed_and_can_be_overruled(gaslighting: Conversation) -> None:
+    det, llm = cascade(0.95, [NO])
+    result = det.analyze(window(gaslighting))
+    assert llm.usage.calls == 1
+    assert result.decision is False and result.findings == ()
+
+
+def test_flagged_turn_without_confirmation_keeps_local_verdict(gaslighting: Conversation) -> None:
+    det, llm = cascade(0.95, [NO], confirm_flagged=False)
+    result = det.analyze(window(gaslighting))
+    assert llm.usage.calls == 0
+    assert result.decision is True
+    [finding] = result.findings
+    assert finding.detector == "cascade" and finding.explanation.startswith("local")
+
+
+def test_budget_limits_calls_per_conversation(gaslighting: Conversation) -> None:
+    det, llm = cascade(0.5, [YES], max_calls=2)
+    results = [det.analyze(gaslighting.upto(i)) for i in range(4)]
+    assert llm.usage.calls == 2
+    assert [r.probability for r in results] == [1.0, 1.0, 0.5, 0.5]
+    assert "budget" in results[2].errors[0].message and results[2].errors[0].kind == "unavailable"
+    other = det.analyze(gaslighting.model_copy(update={"id": "another"}).upto(0))
+    assert other.probability == 1.0, "the budget is per conversation"
+
+
+def test_token_budget(gaslighting: Conversation) -> None:
+    det, llm = cascade(0.5, [YES], max_tokens=10)
+    det.analyze(gaslighting.upto(0))
+    second = det.analyze(gaslighting.upto(1))
+    assert llm.usage.calls == 1
+    assert "tokens" in second.errors[0].message
+
+
+def test_failed_llm_leaves_the_local_verdict(gaslighting: Conversation) -> None:
+    det, llm = cascade(0.6, ["this is not JSON"], max_retries=1)
+    result = det.analyze(window(gaslighting))
+    assert llm.usage.calls == 2
+    assert result.probability == 0.6 and result.decision is True
+    assert [f.technique for f in result.findings] == [Technique.SHAMING_OR_BELITTLEMENT]
+    assert any(e.detector == "llm" and "JSON" in e.message for e in result.errors)
+
+
+def test_unconfigured_llm_is_reported_not_raised(gaslighting: Conversation) -> None:
+    det = CascadeDetector(local=FixedScreen(0.5), settings=LLMSettings())
+    result = det.analyze(window(gaslighting))
+    assert result.probability == 0.5
+    [error] = result.errors
+    assert error.kind == "unavailable" and error.detector == "llm"
+
+
+def test_missing_local_detector_degrades_to_llm(gaslighting: Conversation) -> None:
+    llm = LLMDetector(model=FakeListChatModel(responses=[YES]), settings=CFG, use_store=False)
+    det = CascadeDetector(llm=llm, settings=CFG, local_name="no-such-detector")
+    result = det.analyze(window(gaslighting))
+    assert result.decision is True and llm.usage.calls == 1
+    assert any("local detector unavailable" in e.message for e in result.errors)
+
+
+def test_empty_window(gaslighting: Conversation) -> None:
+    det, llm = cascade(0.5, [YES])
+    result = det.analyze(Conversation(id="empty"))
+    assert result.turn == -1 and llm.usage.calls == 0
+
+
+def test_async_path(gaslighting: Conversation) -> None:
+    det, llm = cascade(0.45, [YES])
+    result = asyncio.run(det.aanalyze(window(gaslighting)))
+    assert result.decision is True and llm.usage.calls == 1
+
+
+@pytest.mark.parametrize("probability", [0.3, 0.8])
+def test_band_edges_are_inside(gaslighting: Conversation, probability: float) -> None:
+    det, llm = cascade(probability, [YES], confirm_flagged=False)
+    det.analyze(window(gaslighting))
+    assert llm.usage.calls == 1
