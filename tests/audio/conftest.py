@@ -25,8 +25,6 @@ DIALOGUE = (
     ("Daniel", "Honestly, nobody else would put up with you. Know your place."),
     ("Maya", "That is not fair."),
     ("Daniel", "If you really loved me, you would stop checking my phone."),
-    ("Maya", "Okay. I am sorry."),
-    ("Daniel", "Good. Now let us forget about it and go to dinner."),
 )
 
 
@@ -35,6 +33,14 @@ def dialogue(tmp_path_factory: pytest.TempPathFactory) -> SynthDialogue:
     if shutil.which("espeak-ng") is None or shutil.which("sox") is None:
         pytest.skip("espeak-ng and sox are needed to synthesise test speech (bash scripts/setup.sh)")
     return synthesize_dialogue(DIALOGUE, VOICES, tmp_path_factory.mktemp("speech"), gap_s=1.0)
+
+
+@pytest.fixture(scope="session")
+def short_dialogue(tmp_path_factory: pytest.TempPathFactory) -> SynthDialogue:
+    """The first three turns (the second one holds a MentalManip key phrase): for CLI and TUI runs."""
+    if shutil.which("espeak-ng") is None or shutil.which("sox") is None:
+        pytest.skip("espeak-ng and sox are needed to synthesise test speech (bash scripts/setup.sh)")
+    return synthesize_dialogue(DIALOGUE[:3], VOICES, tmp_path_factory.mktemp("speech-short"), gap_s=1.0)
 
 
 @pytest.fixture(scope="session")
@@ -51,5 +57,5 @@ def speaker_encoder():  # type: ignore[no-untyped-def]
     from guardian.audio.speakers import SpeakerEncoder
 
     encoder = SpeakerEncoder()
-    encoder.load()
+    encoder.warm_up()
     return encoder

@@ -38,8 +38,9 @@ def test_no_microphone_is_one_sentence(capsys: pytest.CaptureFixture[str]) -> No
 
 @pytest.mark.slow
 def test_headless_listen_prints_watch_events(
-    dialogue: SynthDialogue, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    short_dialogue: SynthDialogue, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    dialogue = short_dialogue
     log = tmp_path / "session.jsonl"
     code = main(
         ["listen", "--audio", str(dialogue.stereo), "--channels", "--fast", "--headless", "-d", "keyphrases", "--log", str(log)]
@@ -66,7 +67,8 @@ def test_headless_listen_prints_watch_events(
 
 
 @pytest.mark.slow
-async def test_listen_tui_shows_turns_and_the_microphone_line(dialogue: SynthDialogue) -> None:
+async def test_listen_tui_shows_turns_and_the_microphone_line(short_dialogue: SynthDialogue) -> None:
+    dialogue = short_dialogue
     from guardian.audio.listen import ListenOptions, prepare_listen
     from guardian.tui.level_meter import LevelMeter
     from guardian.tui.listen_app import ListenApp

@@ -53,6 +53,9 @@ def test_mono_mix_segmented_transcribed_and_attributed(dialogue, transcriber, sp
         assert h.turn.start == pytest.approx(truth.start, abs=0.4)
         assert h.turn.end == pytest.approx(truth.end, abs=0.4)
         assert h.latency_s >= pipeline.vad.silence_s - 0.05  # at least the silence hangover
+        # transcription started 0.2 s into the silence, not after the hangover: the text is
+        # ready sooner than hangover + transcription + attribution
+        assert h.latency_s < (h.decided - h.speech_end) + h.compute_s - 0.01
     assert [h.turn.index for h in heard] == list(range(len(heard)))
     assert isinstance(events[0], MicStateChanged) and events[0].state == "listening"
     assert isinstance(events[-1], MicStateChanged) and events[-1].state == "stopped"

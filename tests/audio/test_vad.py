@@ -137,3 +137,22 @@ def test_silence_and_noise_give_no_utterance() -> None:
     segmenter = Segmenter()
     assert segmenter.push(audio) == []
     assert segmenter.flush() == []
+
+
+def test_provisional_utterance_is_exactly_the_later_cut() -> None:
+    probs = [0.0] * 10 + [0.9] * windows(2) + [0.1] * windows(1)
+    audio = np.arange(len(probs) * WINDOW, dtype=np.float32)
+    segmenter = Segmenter(VadConfig(silence_s=0.5, pad_s=0.2), vad=ScriptedVad(probs))  # type: ignore[arg-type]
+    guesses, cuts = [], []
+    for i in range(0, len(audio), WINDOW):
+        cuts.extend(segmenter.push(audio[i : i + WINDOW]))
+        guess = segmenter.provisional(0.2)
+        if guess is not None and not cuts:
+            guesses.append(guess)
+    assert guesses, "no provisional utterance during the hangover"
+    (cut,) = cuts
+    first = guesses[0]
+    assert cut.decided - first.decided == pytest.approx(0.3, abs=0.04)  # 0.5 s hangover - 0.2 s
+    assert (first.start, first.end, first.speech_end) == (cut.start, cut.end, cut.speech_end)
+    np.testing.assert_array_equal(first.samples, cut.samples)
+    assert segmenter.provisional(0.2) is None  # nothing open any more

@@ -14,9 +14,11 @@ already heard — open utterances are cut and transcribed first, then an
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -24,7 +26,7 @@ import numpy as np
 
 from guardian.audio.sources import AudioSource
 from guardian.audio.speakers import SpeakerAttributor
-from guardian.audio.transcribe import Transcriber
+from guardian.audio.transcribe import Transcriber, Transcript
 from guardian.audio.vad import SAMPLE_RATE, Segmenter, Utterance, VadConfig
 from guardian.conversation import Turn
 from guardian.errors import GuardianError
@@ -34,7 +36,13 @@ MicState = Literal["listening", "speech", "stopped", "error"]
 
 @dataclass(frozen=True, slots=True)
 class TurnHeard:
-    """A transcribed utterance. `latency_s` = silence hangover + transcription + attribution."""
+    """A transcribed utterance.
+
+    `latency_s`: end of speech -> text, in a live stream whose CPU keeps up: the
+    silence hangover, or the transcription started early in the silence if that
+    finishes later, plus speaker attribution. `waited_s`: wall time this pipeline
+    actually waited for the text after the cut (measured, any mode).
+    """
 
     turn: Turn
     channel: int
@@ -43,6 +51,7 @@ class TurnHeard:
     cut: str
     compute_s: float
     latency_s: float
+    waited_s: float = 0.0
     wall_time: float = field(default_factory=time.time)
 
 
@@ -73,6 +82,17 @@ class AudioError:
 AudioEvent = TurnHeard | LevelMeasured | MicStateChanged | AudioError
 
 
+@dataclass(frozen=True, slots=True)
+class _Speculation:
+    key: tuple[int, int, int]
+    started: float
+    future: Future[Transcript]
+
+
+def _key(utterance: Utterance) -> tuple[int, int, int]:
+    return (utterance.channel, round(utterance.start * SAMPLE_RATE), round(utterance.end * SAMPLE_RATE))
+
+
 def level_db(samples: np.ndarray) -> float:
     rms = float(np.sqrt(np.mean(np.square(samples, dtype=np.float64)))) if len(samples) else 0.0
     return max(-100.0, 20.0 * np.log10(rms)) if rms > 0 else -100.0
@@ -90,6 +110,7 @@ class AudioPipeline:
         vad: VadConfig | None = None,
         level_interval_s: float = 0.1,
         first_index: int = 0,
+        early_asr_s: float | None = 0.2,
     ) -> None:
         self.source = source
         self.transcriber = transcriber
@@ -98,6 +119,10 @@ class AudioPipeline:
         self.level_interval_s = level_interval_s
         self._next_index = first_index
         self._stop = threading.Event()
+        #: Start transcribing this far into a silence, before the hangover ends (None: off).
+        self.early_asr_s = early_asr_s
+        self._speculative: dict[int, _Speculation] = {}
+        self._worker: ThreadPoolExecutor | None = None
 
     def stop(self) -> None:
         """Ask the stream to end (thread-safe); open speech is still transcribed."""
@@ -132,10 +157,17 @@ class AudioPipeline:
                     yield MicStateChanged("speech" if speaking else "listening", self.source.name, now)
                 for utterance in sorted(heard, key=lambda u: u.decided):
                     yield from self._turn(utterance)
+                if self.early_asr_s is not None:
+                    for segmenter in segmenters:
+                        self._speculate(segmenter.provisional(self.early_asr_s))
                 if self._stop.is_set():
                     break
         except GuardianError as exc:
             error = str(exc)
+        finally:
+            if self._worker is not None:
+                self._worker.shutdown(wait=False, cancel_futures=True)
+                self._worker = None
         leftovers = [u for s in segmenters for u in s.flush()]
         for utterance in sorted(leftovers, key=lambda u: u.start):
             yield from self._turn(utterance)
@@ -145,13 +177,43 @@ class AudioPipeline:
         else:
             yield MicStateChanged("stopped", self.source.name, now)
 
+    def _speculate(self, utterance: Utterance | None) -> None:
+        """Transcribe a provisional utterance in the background (one at a time, latest wins)."""
+        if utterance is None:
+            return
+        current = self._speculative.get(utterance.channel)
+        if current is not None and current.key == _key(utterance):
+            return
+        if current is not None:
+            current.future.cancel()  # speech resumed: that guess is void (if not started yet)
+        if self._worker is None:
+            self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="guardian-asr")
+        self._speculative[utterance.channel] = _Speculation(
+            key=_key(utterance),
+            started=utterance.decided,
+            future=self._worker.submit(self.transcriber.transcribe, utterance.samples),
+        )
+
+    def _transcript(self, utterance: Utterance) -> tuple[Transcript, float]:
+        """The text and when its transcription started in stream time (early if speculated)."""
+        guess = self._speculative.pop(utterance.channel, None)
+        if guess is not None and guess.key == _key(utterance) and not guess.future.cancelled():
+            with contextlib.suppress(Exception):  # a failed guess is simply redone below
+                return guess.future.result(), guess.started
+        return self.transcriber.transcribe(utterance.samples), utterance.decided
+
     def _turn(self, utterance: Utterance) -> Iterator[TurnHeard]:
-        began = time.perf_counter()
-        transcript = self.transcriber.transcribe(utterance.samples)
+        waited = time.perf_counter()
+        transcript, asr_started = self._transcript(utterance)
         if not transcript.text:
             return
+        began = time.perf_counter()
         speaker = self.speakers.attribute(utterance.samples, channel=utterance.channel)
-        compute = time.perf_counter() - began
+        attribution = time.perf_counter() - began
+        compute = transcript.compute_s + attribution
+        # Live model (exact when the CPU keeps up): text is ready when both the hangover has
+        # passed and the transcription that started at `asr_started` has finished.
+        ready = max(utterance.decided, asr_started + transcript.compute_s) + attribution
         turn = Turn(
             index=self._next_index,
             speaker=speaker,
@@ -168,7 +230,8 @@ class AudioPipeline:
             decided=utterance.decided,
             cut=utterance.cut,
             compute_s=compute,
-            latency_s=(utterance.decided - utterance.speech_end) + compute,
+            latency_s=ready - utterance.speech_end,
+            waited_s=time.perf_counter() - waited,
         )
 
     async def aevents(self, *, max_pending: int = 64) -> AsyncIterator[AudioEvent]:

@@ -182,11 +182,28 @@ class Segmenter:
         self._pause = None
         return [utt] if utt is not None else []
 
+    def provisional(self, after_s: float) -> Utterance | None:
+        """The utterance a silence cut would give, once `after_s` of the silence has passed.
+
+        Lets the pipeline start transcribing before the hangover is over; if the
+        silence lasts, the final cut has exactly these samples (same start and end).
+        """
+        if not self._triggered or self._silence_start is None:
+            return None
+        pad = int(self.config.pad_s * SAMPLE_RATE)
+        if self._position - self._silence_start < max(int(after_s * SAMPLE_RATE), pad):
+            return None
+        return self._make(self._silence_start, self._silence_start + pad, "silence")
+
     def _cut(self, speech_end: int, end: int, cut: CutReason) -> Utterance | None:
+        utterance = self._make(speech_end, end, cut)
+        self._silence_start = None
+        return utterance
+
+    def _make(self, speech_end: int, end: int, cut: CutReason) -> Utterance | None:
         pad = int(self.config.pad_s * SAMPLE_RATE)
         start = max(self._offset, self._speech_start - pad)
         end = min(end, self._offset + len(self._audio))
-        self._silence_start = None
         if speech_end - self._speech_start < int(self.config.min_speech_s * SAMPLE_RATE):
             return None
         samples = self._audio[start - self._offset : end - self._offset].copy()
