@@ -84,13 +84,14 @@ def run_source(
     vad: VadConfig,
     threshold: float,
     monitor_detectors: list[str],
+    early_asr_s: float | None,
 ) -> dict[str, object]:
     from guardian.monitor import Monitor
     from guardian.watch import load_detectors
 
     source = FileSource(path, realtime=False, split_channels=stereo)
     speakers = ChannelSpeakers() if stereo else EmbeddingSpeakers(encoder=encoder, threshold=threshold)
-    pipeline = AudioPipeline(source, transcriber=transcriber, speakers=speakers, vad=vad)
+    pipeline = AudioPipeline(source, transcriber=transcriber, speakers=speakers, vad=vad, early_asr_s=early_asr_s)
     monitor = None
     if monitor_detectors:
         detectors, _ = load_detectors(monitor_detectors)
@@ -218,6 +219,9 @@ def main() -> int:
     parser.add_argument("--threads", type=int, default=2, help="Whisper CPU threads")
     parser.add_argument("--detectors", default="keyphrases", help="detectors for the assessment latency ('' = none)")
     parser.add_argument("--details", action="store_true", help="include per-utterance transcripts")
+    parser.add_argument(
+        "--early-asr", type=float, nargs="+", default=[0.2], help="seconds into a silence to start ASR (-1 = off)"
+    )
     parser.add_argument("--no-sources", action="store_true", help="skip the clips and espeak dialogues")
     parser.add_argument(
         "--mentalmanip", type=int, default=0, help="also compare detection on N spoken MentalManip dialogues vs text"
@@ -252,12 +256,13 @@ def main() -> int:
     runs = []
     if args.no_sources:
         sources = []
-    for silence in args.silence if sources else []:
+    settings_grid = [(s, e) for s in args.silence for e in args.early_asr]
+    for silence, early in settings_grid if sources else []:
         vad = VadConfig(silence_s=silence)
         results = [
             run_source(
                 name, path, reference, stereo=stereo, transcriber=transcriber, encoder=encoder,
-                vad=vad, threshold=threshold, monitor_detectors=detectors,
+                vad=vad, threshold=threshold, monitor_detectors=detectors, early_asr_s=None if early < 0 else early,
             )
             for name, path, reference, stereo in sources
         ]
@@ -295,6 +300,7 @@ def main() -> int:
         runs.append(
             {
                 "silence_s": silence,
+                "early_asr_s": None if early < 0 else early,
                 "clips": summary(clips),
                 "espeak_mono": summary(espeak_mono),
                 "espeak_stereo": summary(espeak_stereo),
