@@ -38,7 +38,7 @@ def test_clustering_opens_speakers_up_to_the_limit() -> None:
     assert clustering.assign(unit(1, 0.1, 0), none, duration=2) == "Speaker 1"
     # a third voice cannot open a third speaker: it goes to the nearest one
     assert clustering.assign(unit(0.2, 1, 0.9), none, duration=2) == "Speaker 2"
-    assert set(clustering.labels) == {"Speaker 1", "Speaker 2"}
+    assert clustering.names == ["Speaker 1", "Speaker 2"]
     three = OnlineClustering(max_speakers=3, threshold=0.8)
     assert [three.assign(v, none, duration=2) for v in (a, b, c)] == ["Speaker 1", "Speaker 2", "Speaker 3"]
 
@@ -48,18 +48,21 @@ def test_a_short_utterance_never_opens_a_speaker() -> None:
     none = np.zeros((0, 3), dtype=np.float32)
     clustering.assign(unit(1, 0, 0), none, duration=2)
     assert clustering.assign(unit(0, 1, 0), none, duration=0.5) == "Speaker 1"
-    assert clustering.labels == ["Speaker 1"]
+    assert clustering.names == ["Speaker 1"]
 
 
-def test_a_mixed_utterance_is_attributed_but_not_remembered() -> None:
+def test_a_mixed_utterance_does_not_move_the_centroid() -> None:
     none = np.zeros((0, 3), dtype=np.float32)
     clustering = OnlineClustering(max_speakers=2, threshold=0.8)
     a, b = unit(1, 0, 0), unit(0, 1, 0)
     clustering.assign(a, none, duration=2)
     clustering.assign(b, none, duration=2)
+    before = clustering.speakers[0].centroid.copy()
     mixed_partials = np.stack([a, a, b])  # the other voice joins at the end
     assert clustering.assign(unit(1, 0.5, 0), mixed_partials, duration=3) == "Speaker 1"
-    assert len(clustering.embeddings) == 2
+    np.testing.assert_allclose(clustering.speakers[0].centroid, before)
+    clustering.assign(unit(1, 0.5, 0), np.stack([a, a]), duration=3)  # one voice: it does move
+    assert not np.allclose(clustering.speakers[0].centroid, before)
 
 
 def test_names_stay_with_their_voices_as_clusters_are_recomputed() -> None:
