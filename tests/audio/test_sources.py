@@ -40,6 +40,39 @@ def test_mp3_is_decoded_to_16khz_mono() -> None:
     assert len(samples) / SAMPLE_RATE == pytest.approx(23.0, abs=0.1)
 
 
+def _encode(path: Path, codec: str) -> None:
+    """Write one second of a 440 Hz tone with PyAV (the same FFmpeg that decodes)."""
+    import av
+
+    rate = 16_000
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream(codec, rate=rate)
+        stream.layout = "mono"
+        frame = av.AudioFrame.from_ndarray(tone(1.0)[None, :], format="fltp", layout="mono")
+        frame.sample_rate = rate
+        resampler = av.AudioResampler(
+            format=stream.codec_context.format, layout="mono", rate=stream.codec_context.sample_rate
+        )
+        for chunk in [*resampler.resample(frame), *resampler.resample(None)]:
+            for packet in stream.encode(chunk):
+                container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+
+
+@pytest.mark.parametrize(("suffix", "codec"), [("m4a", "aac"), ("ogg", "libopus")])
+def test_m4a_and_ogg_are_decoded(tmp_path: Path, suffix: str, codec: str) -> None:
+    path = tmp_path / f"call.{suffix}"
+    try:
+        _encode(path, codec)
+    except Exception as exc:  # an FFmpeg build without this encoder
+        pytest.skip(f"cannot encode {codec} here: {exc}")
+    samples = decode_file(path)
+    assert len(samples) == pytest.approx(SAMPLE_RATE, abs=2000)
+    spectrum = np.abs(np.fft.rfft(samples[2000:10000, 0]))
+    assert np.argmax(spectrum) * SAMPLE_RATE / 8000 == pytest.approx(440, abs=4)
+
+
 def test_stereo_channels_are_kept_apart(tmp_path: Path) -> None:
     left, right = tone(1.0, 300), np.zeros(SAMPLE_RATE, dtype=np.float32)
     write_wav(tmp_path / "call.wav", np.stack([left, right], axis=1))
