@@ -115,6 +115,44 @@ def eval_keyphrases(
 
 # --- local model (issue 3): train, eval mentalmanip ----------------------------------------------
 
+
+@app.command()
+def train(
+    data: Annotated[
+        list[str] | None,
+        typer.Option("--data", help="MentalManip CSV file or folder (repeatable); default: the bundled data/."),
+    ] = None,
+    out: Annotated[
+        str | None, typer.Option("--out", help="Artifact folder; default: the user cache (what the detector loads).")
+    ] = None,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the inner folds (training is deterministic).")] = 17,
+) -> None:
+    """Train the local manipulation model (deterministic; about a minute on 2 cores)."""
+    from guardian.eval.local_eval import run_train
+
+    typer.echo(run_train(data=data, out=out, seed=seed))
+
+
+@eval_app.command("mentalmanip")
+def eval_mentalmanip(
+    file: Annotated[str, typer.Argument(help="A MentalManip-format CSV (ID,Dialogue,Manipulative,Technique,Vulnerability).")],
+    output_format: Annotated[str, typer.Option("--format", "-f", help="json | text")] = "text",
+    artifact: Annotated[
+        str | None, typer.Option("--artifact", help="Artifact folder to evaluate; default: the detector's own.")
+    ] = None,
+) -> None:
+    """Measure the local model on a labelled CSV (use data it never trained on)."""
+    import json
+    from pathlib import Path
+
+    from guardian.eval.local_eval import evaluate_file
+    from guardian.eval.metrics import render_text
+
+    if output_format not in ("json", "text"):
+        raise fail("--format must be json or text")
+    report = evaluate_file(file, artifact_dir=Path(artifact) if artifact else None, show_progress=True)
+    typer.echo(json.dumps(report.as_dict()) if output_format == "json" else render_text(report, title=file))
+
 # --- intent (issue 4): eval faceacts ------------------------------------------------------------
 
 

@@ -1,0 +1,221 @@
+"""The embedded default detector: a small model trained on MentalManip, on CPU, quoting its evidence.
+
+For a window of turns it gives the probability that the conversation is
+manipulative (calibrated on MentalManip's class balance), a decision at a
+documented threshold (chosen on out-of-fold scores to maximise macro-F1; see
+docs/model-card.md), and probabilities for the 11 techniques and 5
+vulnerabilities. Those label probabilities are *conditional*: "if this is
+manipulation, how likely is it this technique" (the heads learn from manipulative
+dialogues only, as MentalManip labels them).
+
+Evidence: every sentence of the window is scored on its own by the same linear
+heads; for each reported technique the quote is the sentence of the likely
+manipulator that scores highest for that technique plus manipulation. The likely
+manipulator is the speaker whose sentence scores highest for manipulation.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+
+from guardian.conversation import Conversation, Turn
+from guardian.detectors.base import Detector
+from guardian.detectors.evidence import Span, evidence_for, sentences
+from guardian.detectors.local_features import speaker_ranks
+from guardian.detectors.local_train import (
+    TECHNIQUES,
+    VULNERABILITIES,
+    Progress,
+    TrainedModel,
+    tqdm_progress,
+)
+from guardian.findings import Assessment, Finding
+
+_SHARED: dict[str, TrainedModel] = {}
+_SHARED_LOCK = threading.Lock()
+
+#: Sentences scored for evidence per window (the latest ones; a long window keeps latency flat).
+MAX_EVIDENCE_SENTENCES = 200
+
+
+@dataclass(frozen=True, slots=True)
+class _Candidate:
+    turn: Turn
+    span: Span
+
+
+class LocalModelDetector(Detector):
+    """Linear TF-IDF model with technique/vulnerability heads; loads (or rebuilds) its artifact once."""
+
+    name: ClassVar[str] = "local"
+    description: ClassVar[str] = "embedded manipulation model (CPU): probability, 11 techniques, 5 vulnerabilities, quotes"
+
+    def __init__(
+        self, *, artifact_dir: str | Path | None = None, threshold: float | None = None
+    ) -> None:
+        self._artifact_dir = Path(artifact_dir) if artifact_dir is not None else None
+        self._threshold = threshold
+        self._model: TrainedModel | None = None
+
+    # -- loading ---------------------------------------------------------------------------------
+
+    def warm_up(self) -> None:
+        model = self.model()
+        if model.embedding is not None:
+            model.encoder().warm_up()
+
+    def model(self) -> TrainedModel:
+        """The trained model, loaded on first use (a missing/corrupt artifact is rebuilt).
+
+        Loaded models are shared process-wide per artifact folder, so every detector
+        instance (monitor, TUI, each `registry.create`) pays the load once.
+        """
+        if self._model is None:
+            with _SHARED_LOCK:
+                key = str(self._artifact_dir) if self._artifact_dir is not None else _default_key()
+                model = _SHARED.get(key)
+                if model is None:
+                    model = self._load()
+                    _SHARED[key] = model
+                self._model = model
+        return self._model
+
+    def _load(self) -> TrainedModel:
+        from guardian.detectors import local_artifact
+
+        if self._artifact_dir is not None:
+            try:
+                return local_artifact.load(self._artifact_dir)
+            except local_artifact.ArtifactError as exc:
+                from guardian.errors import ModelUnavailable
+
+                raise ModelUnavailable(
+                    f"local model artifact unusable: {exc}; rebuild it with `guardian train --out {self._artifact_dir}`"
+                ) from None
+        return local_artifact.load_or_build(progress=console_progress()).model
+
+    @property
+    def threshold(self) -> float:
+        """Decision threshold on the calibrated probability (settings `[local] threshold` overrides)."""
+        if self._threshold is not None:
+            return self._threshold
+        from guardian.config import settings
+
+        configured = settings().local.threshold
+        return configured if configured is not None else self.model().threshold
+
+    # -- analysis --------------------------------------------------------------------------------
+
+    def analyze(self, window: Conversation) -> Assessment:
+        if not window.turns or not any(t.text.strip() for t in window.turns):
+            return self.empty(window)
+        started = time.perf_counter()
+        model = self.model()
+        threshold = self.threshold
+        pred = model.predict([window])
+        probability = float(pred.probability[0])
+        decision = probability >= threshold
+        techniques = {t: float(pred.techniques[0, j]) for j, t in enumerate(TECHNIQUES)}
+        vulnerabilities = {v: float(pred.vulnerabilities[0, j]) for j, v in enumerate(VULNERABILITIES)}
+        findings: tuple[Finding, ...] = ()
+        manipulator: str | None = None
+        candidates = _candidates(window)
+        if candidates:
+            scores, label_scores = _score_sentences(model, window, candidates)
+            manipulator = candidates[int(np.argmax(scores))].turn.speaker
+            if decision:
+                reported = [j for j in range(len(TECHNIQUES)) if pred.technique_decisions[0, j]]
+                if not reported:  # a manipulative verdict always names its most likely tactic
+                    reported = [int(np.argmax(pred.techniques[0]))]
+                vulns = tuple(v for j, v in enumerate(VULNERABILITIES) if pred.vulnerability_decisions[0, j])
+                findings = tuple(
+                    self._finding(
+                        j, float(pred.techniques[0, j]), candidates, scores, label_scores, manipulator, vulns
+                    )
+                    for j in sorted(reported, key=lambda j: -pred.techniques[0, j])
+                )
+        return Assessment(
+            conversation_id=window.id,
+            turn=window.turns[-1].index,
+            probability=probability,
+            decision=decision,
+            threshold=threshold,
+            techniques=techniques,
+            vulnerabilities=vulnerabilities,
+            findings=findings,
+            manipulator=manipulator if decision else None,
+            detectors=(self.name,),
+            latency_ms=(time.perf_counter() - started) * 1000,
+        )
+
+    def _finding(
+        self,
+        j: int,
+        score: float,
+        candidates: list[_Candidate],
+        scores: np.ndarray,
+        label_scores: np.ndarray,
+        manipulator: str,
+        vulnerabilities: tuple[object, ...],
+    ) -> Finding:
+        own = np.array([c.turn.speaker == manipulator for c in candidates])
+        combined = np.where(own, scores + label_scores[:, j], -np.inf)
+        best = candidates[int(np.argmax(combined))]
+        technique = TECHNIQUES[j]
+        return Finding(
+            technique=technique,
+            score=min(1.0, max(0.0, score)),
+            evidence=(evidence_for(best.turn, best.span),),
+            vulnerabilities=tuple(v for v in VULNERABILITIES if v in vulnerabilities),
+            speaker=best.turn.speaker,
+            detector=self.name,
+            explanation=f"{technique.value}: {technique.definition}",
+        )
+
+
+def _candidates(window: Conversation) -> list[_Candidate]:
+    out = [_Candidate(turn, span) for turn in window.turns for span in sentences(turn.text)]
+    return out[-MAX_EVIDENCE_SENTENCES:]
+
+
+def _score_sentences(
+    model: TrainedModel, window: Conversation, candidates: list[_Candidate]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Manipulation logit and technique logits of each sentence alone, in its speaker's role."""
+    ranks = speaker_ranks(window)
+    texts = [f"Person{ranks[c.turn.speaker] + 1}: {c.span.text}" for c in candidates]
+    x = model.featurizer.transform(texts)
+    return model.binary.logits(x)[:, 0], model.techniques.logits(x)
+
+
+def console_progress() -> Progress:
+    """A tqdm progress callback on stderr (used while rebuilding a missing artifact)."""
+    return tqdm_progress("building local model")
+
+
+def artifact_size_mb() -> float:
+    """Size of the artifact the detector would load (shipped or cached), for `guardian bench`."""
+    from guardian.detectors import local_artifact
+
+    for directory in local_artifact.candidates():
+        if (directory / local_artifact.MANIFEST).is_file():
+            return round(sum(p.stat().st_size for p in directory.iterdir() if p.is_file()) / 1e6, 2)
+    return 0.0
+
+
+def _default_key() -> str:
+    from guardian.detectors.local_artifact import candidates
+
+    return "|".join(str(p) for p in candidates())
+
+
+def forget_loaded_models() -> None:
+    """Drop the process-wide model cache (after `guardian train` replaced an artifact; tests)."""
+    with _SHARED_LOCK:
+        _SHARED.clear()

@@ -1,0 +1,137 @@
+"""Metrics of MentalManip-style evaluation (binary detection + multi-label techniques/vulnerabilities).
+
+As in the MentalManip paper (seed 000, Tables 5-7): accuracy, precision, recall
+and macro-F1 of the binary decision over all dialogues; technique and
+vulnerability micro/macro-F1 over the dialogues that carry such labels. Macro
+averages run over the labels present in the reference (a label absent from a
+small file would otherwise count as F1 = 0 whatever the model does).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+#: The keys of `guardian eval mentalmanip --format json`, in order.
+REPORT_KEYS = (
+    "n",
+    "accuracy",
+    "precision",
+    "recall",
+    "macro_f1",
+    "false_positive_rate",
+    "technique_micro_f1",
+    "technique_macro_f1",
+    "vulnerability_micro_f1",
+    "vulnerability_macro_f1",
+    "latency_ms_p50",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class BinaryMetrics:
+    n: int
+    accuracy: float
+    precision: float
+    recall: float
+    macro_f1: float
+    false_positive_rate: float
+
+
+@dataclass(frozen=True, slots=True)
+class MultiLabelMetrics:
+    n: int
+    micro_f1: float
+    macro_f1: float
+    per_label: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class MentalManipReport:
+    binary: BinaryMetrics
+    techniques: MultiLabelMetrics
+    vulnerabilities: MultiLabelMetrics
+    latency_ms_p50: float
+
+    def as_dict(self) -> dict[str, float | int]:
+        """The flat JSON object of `guardian eval mentalmanip --format json` (keys REPORT_KEYS)."""
+        b = asdict(self.binary)
+        out: dict[str, float | int] = {k: b[k] for k in REPORT_KEYS[:6]}
+        out["technique_micro_f1"] = self.techniques.micro_f1
+        out["technique_macro_f1"] = self.techniques.macro_f1
+        out["vulnerability_micro_f1"] = self.vulnerabilities.micro_f1
+        out["vulnerability_macro_f1"] = self.vulnerabilities.macro_f1
+        out["latency_ms_p50"] = self.latency_ms_p50
+        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out.items()}
+
+
+def _f1(tp: float, fp: float, fn: float) -> float:
+    return 2 * tp / (2 * tp + fp + fn) if (2 * tp + fp + fn) > 0 else 0.0
+
+
+def binary_metrics(y_true: Sequence[bool] | np.ndarray, y_pred: Sequence[bool] | np.ndarray) -> BinaryMetrics:
+    """Binary detection metrics; positives are manipulative dialogues."""
+    t = np.asarray(y_true, dtype=bool)
+    p = np.asarray(y_pred, dtype=bool)
+    if t.shape != p.shape:
+        raise ValueError("y_true and y_pred differ in length")
+    tp = float(np.sum(t & p))
+    fp = float(np.sum(~t & p))
+    fn = float(np.sum(t & ~p))
+    tn = float(np.sum(~t & ~p))
+    n = len(t)
+    return BinaryMetrics(
+        n=n,
+        accuracy=(tp + tn) / n if n else 0.0,
+        precision=tp / (tp + fp) if tp + fp else 0.0,
+        recall=tp / (tp + fn) if tp + fn else 0.0,
+        macro_f1=(_f1(tp, fp, fn) + _f1(tn, fn, fp)) / 2,
+        false_positive_rate=fp / (fp + tn) if fp + tn else 0.0,
+    )
+
+
+def multilabel_metrics(
+    y_true: np.ndarray, y_pred: np.ndarray, *, labels: Sequence[str] | None = None
+) -> MultiLabelMetrics:
+    """Micro/macro F1 over the rows that carry at least one reference label."""
+    t = np.asarray(y_true, dtype=bool)
+    p = np.asarray(y_pred, dtype=bool)
+    if t.shape != p.shape:
+        raise ValueError("y_true and y_pred differ in shape")
+    if t.ndim != 2:
+        raise ValueError("multi-label metrics need 2-D indicator matrices")
+    rows = t.any(axis=1)
+    t, p = t[rows], p[rows]
+    names = list(labels) if labels is not None else [str(j) for j in range(t.shape[1])]
+    tp = (t & p).sum(axis=0).astype(float)
+    fp = (~t & p).sum(axis=0).astype(float)
+    fn = (t & ~p).sum(axis=0).astype(float)
+    per_label = {names[j]: _f1(tp[j], fp[j], fn[j]) for j in range(t.shape[1]) if t[:, j].any()}
+    return MultiLabelMetrics(
+        n=int(rows.sum()),
+        micro_f1=_f1(tp.sum(), fp.sum(), fn.sum()),
+        macro_f1=float(np.mean(list(per_label.values()))) if per_label else 0.0,
+        per_label=per_label,
+    )
+
+
+def render_text(report: MentalManipReport, *, title: str = "MentalManip") -> str:
+    """A plain table laid out like the paper's Tables 5-7."""
+    b = report.binary
+    lines = [
+        f"{title}: {b.n} dialogues",
+        "",
+        "Detection (Table 5)         Accuracy  Precision  Recall  Macro-F1  FPR",
+        f"{'':28}{b.accuracy:8.3f}  {b.precision:9.3f}  {b.recall:6.3f}  {b.macro_f1:8.3f}  {b.false_positive_rate:.3f}",
+        "",
+    ]
+    for name, m in (("Techniques (Table 6)", report.techniques), ("Vulnerabilities (Table 7)", report.vulnerabilities)):
+        lines.append(f"{name:28}Micro-F1  Macro-F1  (over {m.n} labelled dialogues)")
+        lines.append(f"{'':28}{m.micro_f1:8.3f}  {m.macro_f1:8.3f}")
+        for label, f1 in m.per_label.items():
+            lines.append(f"  {label:26}{f1:8.3f}")
+        lines.append("")
+    lines.append(f"Latency p50: {report.latency_ms_p50:.1f} ms per dialogue")
+    return "\n".join(lines)

@@ -1,0 +1,71 @@
+"""`guardian train` and `guardian eval mentalmanip` end to end on small CSVs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from guardian.cli import main
+from guardian.eval.local_eval import label_decisions, training_files
+from guardian.eval.metrics import REPORT_KEYS
+from tests.detectors.local_data import write_subset
+
+pytestmark = pytest.mark.slow
+
+
+def test_train_then_eval_on_unseen_dialogues(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    train_csv = write_subset(tmp_path / "train.csv", positives=40, negatives=20)
+    test_csv = write_subset(tmp_path / "test.csv", positives=20, negatives=10, skip=60)
+    out = tmp_path / "model"
+    assert main(["train", "--data", str(train_csv), "--out", str(out), "--seed", "5"]) == 0
+    captured = capsys.readouterr()
+    assert "trained on 60 dialogues" in captured.out
+    assert (out / "manifest.json").is_file()
+
+    assert main(["eval", "mentalmanip", str(test_csv), "--format", "json", "--artifact", str(out)]) == 0
+    stdout = capsys.readouterr().out.strip()
+    report = json.loads(stdout)  # exactly one JSON object on stdout
+    assert tuple(report) == REPORT_KEYS
+    assert report["n"] == 30
+    assert 0.0 <= report["accuracy"] <= 1.0
+    assert report["latency_ms_p50"] > 0
+
+    assert main(["eval", "mentalmanip", str(test_csv), "--format", "text", "--artifact", str(out)]) == 0
+    assert "Techniques (Table 6)" in capsys.readouterr().out
+
+
+def test_bad_inputs_give_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "mentalmanip", str(tmp_path / "nope.csv"), "--format", "json"]) == 2
+    assert "file not found" in capsys.readouterr().err
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,b\n1,2\n", encoding="utf-8")
+    assert main(["eval", "mentalmanip", str(bad), "--format", "json", "--artifact", str(tmp_path)]) == 2
+    assert "missing column" in capsys.readouterr().err
+    assert main(["train", "--data", str(tmp_path / "missing")]) == 2
+    assert main(["eval", "mentalmanip", str(bad), "--format", "xml"]) == 2
+
+
+def test_training_files_from_a_folder(tmp_path: Path) -> None:
+    write_subset(tmp_path / "mentalmanip_con.csv", positives=2, negatives=2)
+    assert training_files([str(tmp_path)]) == [tmp_path / "mentalmanip_con.csv"]
+    assert training_files(None) == []
+
+
+def test_label_decisions_always_name_the_most_likely_label() -> None:
+    import numpy as np
+
+    from guardian.detectors.local_train import Predictions
+
+    scores = np.array([[0.2, 0.6], [0.9, 0.1]])
+    pred = Predictions(
+        probability=np.array([0.9, 0.9]),
+        decision=np.array([True, True]),
+        techniques=scores,
+        vulnerabilities=scores,
+        technique_decisions=np.array([[False, False], [True, False]]),
+        vulnerability_decisions=np.array([[False, False], [False, False]]),
+    )
+    assert label_decisions(pred, "techniques").tolist() == [[False, True], [True, False]]
+    assert label_decisions(pred, "vulnerabilities").tolist() == [[False, True], [True, False]]
