@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import numpy as np
@@ -82,6 +83,16 @@ def test_a_monologue_is_cut_at_max_length_at_its_last_pause() -> None:
     assert any(abs(out[0].speech_end - t) < 0.05 for t in first_pause_ends)
     covered = sum(u.speech_end - u.start for u in out)
     assert covered > 8.0  # nothing of the 8.8 s monologue is lost
+    assert all(b.start >= a.end for a, b in itertools.pairwise(out))  # and nothing is said twice
+
+
+def test_a_pauseless_monologue_is_hard_cut_without_repeating_audio() -> None:
+    probs = [0.0] * 5 + [0.9] * windows(7.0) + [0.0] * windows(1)
+    segmenter, out = run(probs, VadConfig(max_utterance_s=3.0))
+    out += segmenter.flush()
+    assert len(out) == 3
+    assert all(b.start >= a.end for a, b in itertools.pairwise(out))
+    assert sum(len(u.samples) for u in out) / SAMPLE_RATE == pytest.approx(7.0 + 0.2 + 0.2, abs=0.1)
 
 
 def test_flush_returns_open_speech_at_end_of_stream() -> None:

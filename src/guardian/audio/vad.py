@@ -116,6 +116,7 @@ class Segmenter:
         self._silence_start: int | None = None
         self._pause: int | None = None  # start of the last >= 100 ms pause inside this utterance
         self._resume = 0  # where speech resumed after that pause
+        self._pre_roll = int(self.config.pad_s * SAMPLE_RATE)  # audio kept before the speech start
         self.last_probability = 0.0
 
     @property
@@ -137,6 +138,7 @@ class Segmenter:
             if prob >= cfg.threshold:
                 if not self._triggered:
                     self._triggered = True
+                    self._pre_roll = int(cfg.pad_s * SAMPLE_RATE)
                     self._speech_start = here
                     self._pause = None
                 elif self._silence_start is not None and here - self._silence_start >= short_pause:
@@ -175,10 +177,12 @@ class Segmenter:
             pause, resume = self._pause, self._resume
             utt = self._cut(pause, pause, "max_length")
             self._triggered, self._speech_start = True, resume
+            self._pre_roll = min(pad, resume - pause)  # never repeat audio of the previous piece
             self._trim(resume - pad)
         else:
             utt = self._cut(self._position, self._position, "max_length")
             self._triggered, self._speech_start = True, self._position
+            self._pre_roll = 0
         self._pause = None
         return [utt] if utt is not None else []
 
@@ -201,8 +205,7 @@ class Segmenter:
         return utterance
 
     def _make(self, speech_end: int, end: int, cut: CutReason) -> Utterance | None:
-        pad = int(self.config.pad_s * SAMPLE_RATE)
-        start = max(self._offset, self._speech_start - pad)
+        start = max(self._offset, self._speech_start - self._pre_roll)
         end = min(end, self._offset + len(self._audio))
         if speech_end - self._speech_start < int(self.config.min_speech_s * SAMPLE_RATE):
             return None
