@@ -170,7 +170,7 @@ def test_killed_watch_process_resumes_from_its_log(tmp_path: Path) -> None:
     import sys
     import time
 
-    chat = REPO / "examples" / "gaslighting.txt"
+    chat = REPO / "examples" / "car_keys.txt"  # 12 turns
     log = tmp_path / "session.jsonl"
     guardian = str(Path(sys.executable).parent / "guardian")
     env = {**os.environ, "GUARDIAN_DATA_DIR": str(tmp_path), "GUARDIAN_CONFIG_DIR": str(tmp_path)}

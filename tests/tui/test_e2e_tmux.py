@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-QUOTE = "You are too sensitive."
+QUOTE = "Know your place."  # a key phrase in examples/gaslighting.txt, turn 3
+PLAIN = "Maya: That is not fair."  # a turn with nothing flagged
 SGR = re.compile(r"\x1b\[([0-9;]*)m")
 
 pytestmark = pytest.mark.e2e
@@ -78,13 +79,15 @@ def test_guardian_watch_shows_a_highlighted_quote_in_a_real_terminal(tmp_path: P
         print(plain)  # the screenshot-equivalent, shown with -s
         assert "replay finished" in plain, plain
         assert "Findings (" in plain
-        # The transcript row "Mark: You are too sensitive. …" (left pane, so its quote comes first).
-        line = next(ln for ln in screen.splitlines() if f"Mark: {QUOTE}" in SGR.sub("", ln))
-        # The quote is drawn highlighted (bold + underline, on the highlight colour); the speaker is not underlined.
+        rows = screen.splitlines()
+        # The transcript (left pane) row with the quote, and a row of plain, unflagged talk.
+        line = next(r for r in rows if 0 <= SGR.sub("", r).find(QUOTE) < 45)
+        plain_line = next(r for r in rows if PLAIN in SGR.sub("", r))
         quote_attrs, quote_bg = _style_at(line, QUOTE)
-        speaker_attrs, speaker_bg = _style_at(line, "Mark:")
-        assert 4 in quote_attrs and 4 not in speaker_attrs
-        assert quote_bg is not None and quote_bg != speaker_bg
+        plain_attrs, plain_bg = _style_at(plain_line, "That is not fair.")
+        # Highlighted: bold + underline on the highlight colour; ordinary talk is neither.
+        assert 4 in quote_attrs and 4 not in plain_attrs
+        assert quote_bg is not None and quote_bg != plain_bg
         subprocess.run([*tmux, "send-keys", "-t", "e2e", "q"], check=True)
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline and subprocess.run([*tmux, "has-session", "-t", "e2e"],
