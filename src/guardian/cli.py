@@ -140,6 +140,12 @@ def eval_mentalmanip(
     artifact: Annotated[
         str | None, typer.Option("--artifact", help="Artifact folder to evaluate; default: the detector's own.")
     ] = None,
+    detector: Annotated[
+        str, typer.Option("--detector", "-d", help="local | llm | cascade (llm/cascade need llm.base_url).")
+    ] = "local",
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="llm/cascade: a seeded random sample of N dialogues.")
+    ] = None,
 ) -> None:
     """Measure the local model on a labelled CSV (use data it never trained on)."""
     import json
@@ -150,6 +156,14 @@ def eval_mentalmanip(
 
     if output_format not in ("json", "text"):
         raise fail("--format must be json or text")
+    if detector in ("llm", "cascade"):  # issue 5: same keys plus cost (calls, tokens) and latency
+        from guardian.agents.evaluation import evaluate_file as evaluate_llm
+
+        result = evaluate_llm(file, detector=detector, limit=limit, show_progress=True)
+        typer.echo(json.dumps(result) if output_format == "json" else "\n".join(f"{k:24} {v}" for k, v in result.items()))
+        return
+    if detector != "local":
+        raise fail("--detector must be local, llm or cascade")
     report = evaluate_file(file, artifact_dir=Path(artifact) if artifact else None, show_progress=True)
     typer.echo(json.dumps(report.as_dict()) if output_format == "json" else render_text(report, title=file))
 

@@ -265,6 +265,8 @@ def test_schema_request_falls_back_to_text(gaslighting: Conversation) -> None:
     sent = ["response_format" in r for r in stub.requests]
     assert sent == [True, False, False]
     assert stub.requests[0]["response_format"]["type"] == "json_schema"
+    wire = stub.requests[0]["response_format"]["json_schema"]["schema"]
+    assert wire["properties"]["techniques"]["items"]["enum"] == [t.value for t in Technique]
 
 
 @pytest.mark.enable_socket

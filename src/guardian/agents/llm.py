@@ -124,7 +124,7 @@ def classify(exc: BaseException) -> FailureKind:
 
     if isinstance(exc, LLMFailure):
         return exc.kind
-    if isinstance(exc, MalformedOutput):
+    if isinstance(exc, MalformedOutput | openai.LengthFinishReasonError | openai.ContentFilterFinishReasonError):
         return "malformed"
     if isinstance(exc, openai.RateLimitError):
         return "rate_limit"
@@ -218,10 +218,18 @@ class LLMClient:
     def _runnable(self, schema: type[T], *, structured: bool) -> Runnable[list[BaseMessage], T]:
         model: Runnable[Any, BaseMessage] = self.model
         if structured:
+            # Sent as a plain body field (not LangChain's parse path): the reply is parsed
+            # and validated here either way, and servers differ in what they enforce.
+            wire = getattr(schema, "response_schema", None)
             model = self.model.bind(
-                response_format={
-                    "type": "json_schema",
-                    "json_schema": {"name": schema.__name__, "schema": schema.model_json_schema()},
+                extra_body={
+                    "response_format": {
+                        "type": "json_schema",
+                        "json_schema": {
+                            "name": schema.__name__,
+                            "schema": wire() if callable(wire) else schema.model_json_schema(),
+                        },
+                    }
                 }
             )
         chain = model | RunnableLambda(lambda m: parse_reply(m, schema))

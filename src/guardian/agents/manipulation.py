@@ -84,6 +84,44 @@ class ManipulationAnswer(BaseModel):
 
     _bool = field_validator("manipulative", mode="before")(_as_bool)
 
+    @classmethod
+    def response_schema(cls) -> dict[str, Any]:
+        """The JSON schema sent as `response_format`: closed label sets and bounded lengths.
+
+        Servers that compile the schema into a grammar (llama.cpp, vLLM) then cannot
+        ramble past the token limit; parsing stays lenient (this class) either way.
+        """
+        techniques = {"type": "string", "enum": [t.value for t in Technique]}
+        return {
+            "type": "object",
+            "properties": {
+                "manipulative": {"type": "boolean"},
+                "confidence": {"type": "number", "minimum": 0, "maximum": 1},
+                "techniques": {"type": "array", "items": techniques, "maxItems": 3},
+                "vulnerabilities": {
+                    "type": "array",
+                    "items": {"type": "string", "enum": [v.value for v in Vulnerability]},
+                    "maxItems": 2,
+                },
+                "manipulator": {"type": ["string", "null"], "maxLength": 40},
+                "evidence": {
+                    "type": "array",
+                    "maxItems": 2,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "quote": {"type": "string", "maxLength": 160},
+                            "turn": {"type": "integer", "minimum": 0},
+                            "technique": techniques,
+                        },
+                        "required": ["quote", "turn"],
+                    },
+                },
+                "explanation": {"type": "string", "maxLength": 200},
+            },
+            "required": ["manipulative", "techniques", "evidence"],
+        }
+
     @field_validator("confidence", mode="before")
     @classmethod
     def _confidence(cls, value: Any) -> Any:
