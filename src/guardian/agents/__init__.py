@@ -14,7 +14,11 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from guardian.agents._engine import GuardianEvent
     from guardian.agents.callbacks import GuardianCallbackHandler
+    from guardian.agents.cascade import CascadeDetector
     from guardian.agents.guard import GuardedRunnable, guard
+    from guardian.agents.intent_agent import IntentAgent
+    from guardian.agents.llm import chat_model_from_settings
+    from guardian.agents.manipulation import LLMDetector
     from guardian.agents.middleware import GuardianMiddleware, GuardianState
 
 _LAZY: dict[str, str] = {
@@ -25,6 +29,10 @@ _LAZY: dict[str, str] = {
     "guard": "guard",
     "GuardedRunnable": "guard",
     "GuardianCallbackHandler": "callbacks",
+    "LLMDetector": "manipulation",
+    "CascadeDetector": "cascade",
+    "IntentAgent": "intent_agent",
+    "chat_model_from_settings": "llm",
 }
 
 
@@ -42,10 +50,14 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "CascadeDetector",
     "GuardedRunnable",
     "GuardianCallbackHandler",
     "GuardianEvent",
     "GuardianMiddleware",
     "GuardianState",
+    "IntentAgent",
+    "LLMDetector",
+    "chat_model_from_settings",
     "guard",
 ]
