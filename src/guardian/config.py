@@ -82,8 +82,8 @@ class AudioSettings(_Section):
         default=0.88, ge=-1.0, le=1.0, description="voices less similar than this (cosine) are kept apart"
     )
     vad_threshold: float = Field(default=0.5, gt=0.0, lt=1.0)
-    early_asr_s: float | None = Field(
-        default=0.2, ge=0.0, description="start transcribing this far into a silence (None: after the hangover)"
+    early_asr_s: float = Field(
+        default=0.2, ge=0.0, description="start transcribing this far into a silence; >= silence_s turns it off"
     )
     language: str | None = "en"
     cpu_threads: int = Field(default=0, ge=0, description="Whisper CPU threads; 0 = CTranslate2's default")

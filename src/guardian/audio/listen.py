@@ -81,7 +81,8 @@ def build_pipeline(options: ListenOptions) -> AudioPipeline:
     transcriber = Transcriber(
         options.model or audio.whisper_model, cpu_threads=audio.cpu_threads, language=audio.language
     )
-    return AudioPipeline(source, transcriber=transcriber, speakers=speakers, vad=vad, early_asr_s=audio.early_asr_s)
+    early = audio.early_asr_s if audio.early_asr_s < vad.silence_s else None
+    return AudioPipeline(source, transcriber=transcriber, speakers=speakers, vad=vad, early_asr_s=early)
 
 
 class AudioWatchSession(WatchSession):
