@@ -7,6 +7,7 @@ need_apt=()
 command -v espeak-ng >/dev/null 2>&1 || need_apt+=(espeak-ng)
 command -v sox >/dev/null 2>&1 || need_apt+=(sox)
 command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
+command -v strace >/dev/null 2>&1 || need_apt+=(strace)
 ldconfig -p 2>/dev/null | grep -q libportaudio.so.2 || need_apt+=(libportaudio2)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
