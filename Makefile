@@ -14,7 +14,7 @@ $(STAMP): pyproject.toml scripts/setup.sh
 	touch $(STAMP)
 
 run: setup
-	$(VENV)/bin/guardian analyze $(EXAMPLE)
+	$(VENV)/bin/guardian watch $(EXAMPLE)
 
 test: setup
 	bash scripts/check
