@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -39,6 +40,8 @@ from guardian.findings import Assessment, Finding
 
 _SHARED: dict[str, TrainedModel] = {}
 _SHARED_LOCK = threading.Lock()
+
+_SENTENCE_CACHE = 4096
 
 #: Sentences scored for evidence per window (the latest ones; a long window keeps latency flat).
 MAX_EVIDENCE_SENTENCES = 200
@@ -62,6 +65,8 @@ class LocalModelDetector(Detector):
         self._artifact_dir = Path(artifact_dir) if artifact_dir is not None else None
         self._threshold = threshold
         self._model: TrainedModel | None = None
+        self._sentence_cache: OrderedDict[tuple[int, str], tuple[float, np.ndarray]] = OrderedDict()
+        self._cache_lock = threading.Lock()
 
     # -- loading ---------------------------------------------------------------------------------
 
@@ -127,7 +132,7 @@ class LocalModelDetector(Detector):
         manipulator: str | None = None
         candidates = _candidates(window)
         if candidates:
-            scores, label_scores = _score_sentences(model, window, candidates)
+            scores, label_scores = self._score_sentences(model, window, candidates)
             manipulator = candidates[int(np.argmax(scores))].turn.speaker
             if decision:
                 reported = [j for j in range(len(TECHNIQUES)) if pred.technique_decisions[0, j]]
@@ -152,6 +157,36 @@ class LocalModelDetector(Detector):
             manipulator=manipulator if decision else None,
             detectors=(self.name,),
             latency_ms=(time.perf_counter() - started) * 1000,
+        )
+
+    def _score_sentences(
+        self, model: TrainedModel, window: Conversation, candidates: list[_Candidate]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Manipulation logit and technique logits of each sentence alone, in its speaker's role.
+
+        Scores are cached by (model, role, sentence): a sliding window re-scores only the new turn.
+        """
+        ranks = speaker_ranks(window)
+        texts = [f"Person{ranks[c.turn.speaker] + 1}: {c.span.text}" for c in candidates]
+        with self._cache_lock:
+            missing = list(dict.fromkeys(t for t in texts if (id(model), t) not in self._sentence_cache))
+        if missing:
+            x = model.featurizer.transform(missing)
+            binary = model.binary.logits(x)[:, 0]
+            labels = model.techniques.logits(x)
+            with self._cache_lock:
+                for n, text in enumerate(missing):
+                    self._sentence_cache[(id(model), text)] = (float(binary[n]), labels[n])
+                while len(self._sentence_cache) > _SENTENCE_CACHE:
+                    self._sentence_cache.popitem(last=False)
+        with self._cache_lock:
+            rows = [self._sentence_cache.get((id(model), t)) for t in texts]
+        if any(r is None for r in rows):  # evicted meanwhile: score directly
+            x = model.featurizer.transform(texts)
+            return model.binary.logits(x)[:, 0], model.techniques.logits(x)
+        return (
+            np.array([r[0] for r in rows if r is not None]),
+            np.vstack([r[1] for r in rows if r is not None]),
         )
 
     def _finding(
@@ -182,16 +217,6 @@ class LocalModelDetector(Detector):
 def _candidates(window: Conversation) -> list[_Candidate]:
     out = [_Candidate(turn, span) for turn in window.turns for span in sentences(turn.text)]
     return out[-MAX_EVIDENCE_SENTENCES:]
-
-
-def _score_sentences(
-    model: TrainedModel, window: Conversation, candidates: list[_Candidate]
-) -> tuple[np.ndarray, np.ndarray]:
-    """Manipulation logit and technique logits of each sentence alone, in its speaker's role."""
-    ranks = speaker_ranks(window)
-    texts = [f"Person{ranks[c.turn.speaker] + 1}: {c.span.text}" for c in candidates]
-    x = model.featurizer.transform(texts)
-    return model.binary.logits(x)[:, 0], model.techniques.logits(x)
 
 
 def console_progress() -> Progress:

@@ -45,7 +45,7 @@ from guardian.detectors.local_train import (
 )
 from guardian.errors import ModelUnavailable
 
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 MANIFEST = "manifest.json"
 FEATURIZER = "featurizer.json"
 WEIGHTS = "weights.npz"
@@ -95,8 +95,6 @@ def save(model: TrainedModel, directory: Path, *, extra_manifest: dict[str, Any]
         "technique_stack_b": model.technique_stacker.bias,
         "vulnerability_stack_w": model.vulnerability_stacker.weights,
         "vulnerability_stack_b": model.vulnerability_stacker.bias,
-        "technique_thresholds": np.asarray(model.technique_thresholds, dtype=np.float64),
-        "vulnerability_thresholds": np.asarray(model.vulnerability_thresholds, dtype=np.float64),
     }
     if model.embedding is not None:
         arrays.update(_heads_arrays("embedding", model.embedding))
@@ -110,6 +108,8 @@ def save(model: TrainedModel, directory: Path, *, extra_manifest: dict[str, Any]
         "format_version": FORMAT_VERSION,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "threshold": model.threshold,
+        "technique_ratio": model.technique_ratio,
+        "vulnerability_ratio": model.vulnerability_ratio,
         "embeddings": model.embedding is not None,
         "encoder": MODEL_NAME if model.embedding is not None else None,
         "techniques": [t.value for t in TECHNIQUES],
@@ -171,8 +171,8 @@ def load(directory: Path) -> TrainedModel:
             technique_stacker=Stacker(arrays["technique_stack_w"], arrays["technique_stack_b"]),
             vulnerability_stacker=Stacker(arrays["vulnerability_stack_w"], arrays["vulnerability_stack_b"]),
             threshold=float(manifest["threshold"]),
-            technique_thresholds=arrays["technique_thresholds"],
-            vulnerability_thresholds=arrays["vulnerability_thresholds"],
+            technique_ratio=float(manifest["technique_ratio"]),
+            vulnerability_ratio=float(manifest["vulnerability_ratio"]),
             metrics=dict(manifest.get("metrics", {})),
         )
     except (KeyError, ValueError, TypeError, OSError, IndexError) as exc:

@@ -108,8 +108,9 @@ class TrainedModel:
     technique_stacker: Stacker
     vulnerability_stacker: Stacker
     threshold: float
-    technique_thresholds: np.ndarray
-    vulnerability_thresholds: np.ndarray
+    #: A label is reported when its probability >= ratio * the row's highest label probability.
+    technique_ratio: float
+    vulnerability_ratio: float
     metrics: dict[str, float] = field(default_factory=dict)
     encoder: Callable[[], UtteranceEncoder] = field(default=shared_encoder, repr=False)
 
@@ -144,8 +145,8 @@ class TrainedModel:
             decision=probability >= self.threshold,
             techniques=techniques,
             vulnerabilities=vulnerabilities,
-            technique_decisions=techniques >= self.technique_thresholds,
-            vulnerability_decisions=vulnerabilities >= self.vulnerability_thresholds,
+            technique_decisions=relative_decisions(techniques, self.technique_ratio),
+            vulnerability_decisions=relative_decisions(vulnerabilities, self.vulnerability_ratio),
         )
 
 
@@ -214,6 +215,36 @@ def _fit_multilabel(x: sparse.csr_matrix | np.ndarray, labels: np.ndarray, c: fl
     n = x.shape[1]
     coef = np.vstack(coefs).astype(np.float32) if coefs else np.zeros((0, n), np.float32)
     return LinearHeads(coef, np.array(intercepts, dtype=np.float64))
+
+
+DEFAULT_RATIO = 0.6
+_RATIOS = np.round(np.arange(0.3, 1.0001, 0.05), 2)
+
+
+def relative_decisions(probabilities: np.ndarray, ratio: float) -> np.ndarray:
+    """Labels within `ratio` of each row's most likely label (so every row names at least one).
+
+    Cross-validation preferred this to one threshold per label: it keeps the
+    labels' ranking, which the heads get right more often than their absolute level.
+    """
+    if probabilities.size == 0:
+        return np.zeros(probabilities.shape, dtype=bool)
+    return np.asarray(probabilities >= ratio * probabilities.max(axis=1, keepdims=True))
+
+
+def _best_ratio(labels: np.ndarray, probabilities: np.ndarray) -> float:
+    """The ratio maximising micro-F1 on out-of-fold probabilities."""
+    if len(labels) == 0:
+        return DEFAULT_RATIO
+    best, best_f1 = DEFAULT_RATIO, -1.0
+    truth = labels.astype(bool)
+    for ratio in _RATIOS:
+        pred = relative_decisions(probabilities, float(ratio))
+        tp = float(np.sum(pred & truth))
+        f1 = 2 * tp / max(1.0, float(pred.sum() + truth.sum()))
+        if f1 > best_f1 + 1e-12:
+            best, best_f1 = float(ratio), f1
+    return best
 
 
 def _best_threshold(y: np.ndarray, scores: np.ndarray, objective: str) -> float:
@@ -303,16 +334,15 @@ def train(
         threshold = _best_threshold(y, probability, config.threshold_objective)
         p_t = t_stack.proba(list(oof_t[:, has_t]))
         p_v = v_stack.proba(list(oof_v[:, has_v]))
-        t_thr = np.array([_best_threshold(t[has_t, j], p_t[:, j], "f1") for j in range(t.shape[1])])
-        v_thr = np.array([_best_threshold(v[has_v, j], p_v[:, j], "f1") for j in range(v.shape[1])])
+        t_ratio = _best_ratio(t[has_t], p_t)
+        v_ratio = _best_ratio(v[has_v], p_v)
         metrics = _oof_metrics(y, probability, threshold)
     else:
         b_stack = _identity_stacker(1, n_blocks)
         t_stack = _identity_stacker(t.shape[1], n_blocks)
         v_stack = _identity_stacker(v.shape[1], n_blocks)
         threshold = 0.5
-        t_thr = np.full(t.shape[1], 0.5)
-        v_thr = np.full(v.shape[1], 0.5)
+        t_ratio = v_ratio = DEFAULT_RATIO
         metrics = {}
     report("done", total, total)
     return TrainedModel(
@@ -323,8 +353,8 @@ def train(
         technique_stacker=t_stack,
         vulnerability_stacker=v_stack,
         threshold=float(threshold),
-        technique_thresholds=t_thr,
-        vulnerability_thresholds=v_thr,
+        technique_ratio=t_ratio,
+        vulnerability_ratio=v_ratio,
         metrics=metrics,
     )
 

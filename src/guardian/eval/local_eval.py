@@ -3,10 +3,10 @@
 Evaluation runs the product path: each dialogue goes through
 `LocalModelDetector.analyze` (whole dialogue as the window), so the decision,
 threshold and latency are what a user gets. Technique/vulnerability predictions
-are the labels whose conditional probability passes its tuned threshold; for a
-dialogue labelled with techniques the most likely technique is always named (the
-detector does the same when it flags a conversation), as the paper's protocol
-asks every model for at least one technique on those dialogues.
+are the labels whose conditional probability is within the model's tuned ratio of
+the most likely label (so at least one is always named, as the detector does when
+it flags a conversation, and as the paper's protocol asks of every model on the
+dialogues that carry such labels).
 """
 
 from __future__ import annotations
