@@ -421,7 +421,8 @@ def test_real_detector_blocks_a_labelled_manipulative_reply() -> None:
         name = "keyphrases"
     agent = create_agent(
         fake("Oh, come on. Well everyone does it. It's just human nature.", "Don't be so dramatic. I'm just making sure you're loyal."),
-        middleware=[GuardianMiddleware(detectors=[name], policy="block")],
+        # Output only: this test is about the reply; what a real model says of the user's turns varies.
+        middleware=[GuardianMiddleware(detectors=[name], policy="block", directions=["output"])],
         checkpointer=InMemorySaver(),
     )
     run(agent, "Amy, I noticed you went through my messages. Why?", thread="amy")

@@ -1,12 +1,13 @@
 """What GuardianMiddleware costs per model call, measured on a real `create_agent`.
 
-Two identical agents answer the same MentalManip dialogues turn by turn (user
+Two identical agents answer MentalManip dialogues turn by turn (user
 turns from one speaker, scripted model replies from the other, history sent with
 each call): one bare, one with `GuardianMiddleware` screening both directions.
 Calls alternate between the two so machine noise hits both alike; the overhead of
 a call is the guarded call's time minus the bare call's time on the same input.
 The model is LangChain's GenericFakeChatModel, so what is measured is guardian
-plus the two extra LangGraph nodes, not a network round trip.
+plus the two extra LangGraph nodes, not a network round trip. Each run replays
+dialogues no earlier run used (detectors cache per-utterance work).
 
 `scripts/bench_middleware.py` prints this as JSON; `guardian bench` can register it
 as its `middleware` suite.
@@ -18,23 +19,32 @@ import statistics
 import time
 from typing import Any
 
+Call = tuple[list[tuple[str, str]], str]
 
-def _calls(dialogues: int, *, min_turns: int = 4) -> list[tuple[list[tuple[str, str]], str]]:
-    """(history up to a user turn, the scripted reply) for every second turn of real dialogues."""
+
+def _call_groups(groups: int, dialogues: int, *, min_turns: int = 4) -> list[list[Call]]:
+    """`groups` disjoint sets of `dialogues` dialogues each, as calls in conversation order.
+
+    A call is (history up to a user turn, the scripted reply). Every group uses
+    dialogues no other group uses, because detectors cache per-utterance work: a
+    measured run must meet new turns, as a live chatbot does, while the history
+    within a dialogue is what earlier calls already saw.
+    """
     from guardian.eval.datasets import load_mentalmanip
 
-    calls: list[tuple[list[tuple[str, str]], str]] = []
-    for dialogue in load_mentalmanip():
-        turns = dialogue.conversation.turns
-        if len(turns) < min_turns:
-            continue
-        for i in range(0, len(turns) - 1, 2):
-            history = [("user" if j % 2 == 0 else "assistant", t.text) for j, t in enumerate(turns[: i + 1])]
-            calls.append((history, turns[i + 1].text))
-        dialogues -= 1
-        if dialogues == 0:
-            break
-    return calls
+    usable = [d for d in load_mentalmanip() if len(d.conversation.turns) >= min_turns]
+    if len(usable) < groups * dialogues:
+        raise ValueError(f"only {len(usable)} dialogues with >= {min_turns} turns for {groups} x {dialogues}")
+    out: list[list[Call]] = []
+    for g in range(groups):
+        calls: list[Call] = []
+        for dialogue in usable[g * dialogues : (g + 1) * dialogues]:
+            turns = dialogue.conversation.turns
+            for i in range(0, len(turns) - 1, 2):
+                history = [("user" if j % 2 == 0 else "assistant", t.text) for j, t in enumerate(turns[: i + 1])]
+                calls.append((history, turns[i + 1].text))
+        out.append(calls)
+    return out
 
 
 def _fake_model(replies: list[Any], latency_s: float) -> Any:
@@ -74,10 +84,10 @@ def bench_middleware(
     names = detectors or default_detector_names()
     middleware = GuardianMiddleware(detectors=names, policy=policy)  # type: ignore[arg-type]
     middleware.warm_up()
-    calls = _calls(dialogues)
+    groups = _call_groups(runs + 1, dialogues)  # group 0 warms up; each run meets new dialogues
 
     def agent(guarded: bool) -> Any:
-        replies = iter([AIMessage(content=reply) for _ in range(runs + 1) for _, reply in calls])
+        replies = iter([AIMessage(content=reply) for calls in groups for _, reply in calls])
         model = _fake_model(list(replies), model_latency_ms / 1000.0)
         return create_agent(model, middleware=[middleware] if guarded else [])
 
@@ -88,7 +98,7 @@ def bench_middleware(
 
     detector_ms: list[float] = []
 
-    def one_run() -> list[float]:
+    def one_run(calls: list[Call]) -> list[float]:
         overheads = []
         for history, _ in calls:
             msgs = messages(history)
@@ -102,11 +112,11 @@ def bench_middleware(
             detector_ms.extend(r["assessment"]["latency_ms"] for r in result.get("guardian", []) if "assessment" in r)
         return overheads
 
-    one_run()  # warm-up
+    one_run(groups[0])  # warm-up
     detector_ms.clear()
     p50s, p95s = [], []
-    for _ in range(runs):
-        per_call = one_run()
+    for calls in groups[1:]:
+        per_call = one_run(calls)
         p50s.append(percentile(per_call, 0.5))
         p95s.append(percentile(per_call, 0.95))
     detectors_used = middleware.screener.pool.detectors()
@@ -114,7 +124,7 @@ def bench_middleware(
         "detectors": [d.name for d in detectors_used],
         "policy": policy,
         "model_latency_ms": model_latency_ms,
-        "calls_per_run": len(calls),
+        "calls_per_run": [len(calls) for calls in groups[1:]],
         "runs": runs,
         "overhead_per_model_call": {
             "p50_ms": round(statistics.median(p50s), 3),
@@ -125,7 +135,7 @@ def bench_middleware(
             "p95_ms": round(percentile(detector_ms, 0.95), 3),
         },
         "target_p50_ms": 30.0,
-        "data": "data/mentalmanip/mentalmanip_con.csv, first dialogues with >= 4 turns",
+        "data": f"data/mentalmanip/mentalmanip_con.csv: {runs + 1} disjoint sets of {dialogues} dialogues with >= 4 turns",
     }
 
 
