@@ -59,7 +59,8 @@ def server() -> Iterator[str]:
     del srv
 
 
-def test_real_server_round_trip(server: str) -> None:
+@pytest.mark.parametrize("case", ["ignore_above", "chatml_tokens", "fake_end_fence"])
+def test_real_server_round_trip(server: str, case: str) -> None:
     cfg = LLMSettings(
         base_url=server,
         model="gemma-3-270m",
@@ -71,8 +72,7 @@ def test_real_server_round_trip(server: str) -> None:
         backoff_s=0.0,
     )
     detector = LLMDetector(settings=cfg, use_store=False)
-    turns = [(s, t) for s, t in CASES["ignore_above"]]
-    window = Conversation.from_pairs(turns, id="injection-e2e")
+    window = Conversation.from_pairs(CASES[case], id=f"injection-e2e-{case}")
     result = detector.analyze(window)
 
     assert result.errors == () or all("not found in the transcript" in e.message for e in result.errors), result.errors
