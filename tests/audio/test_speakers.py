@@ -102,3 +102,15 @@ def test_two_espeak_voices_are_told_apart(dialogue: SynthDialogue, speaker_encod
     mapping = dict(zip(truth, named, strict=True))
     assert len(set(mapping.values())) == 2
     assert [mapping[t] for t in truth] == named
+
+
+@pytest.mark.slow
+def test_numpy_mel_spectrogram_equals_resemblyzers_librosa_one(dialogue: SynthDialogue) -> None:
+    """We compute resemblyzer's mel spectrogram ourselves (librosa's first call is slow to import)."""
+    from guardian.audio.speakers import mel_spectrogram
+
+    audio = read_wav(dialogue.mono)[:, 0][16000:64000]
+    expected = _import_resemblyzer().wav_to_mel_spectrogram(audio)
+    got = mel_spectrogram(audio)
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6 * float(expected.max()))

@@ -120,19 +120,70 @@ class SpeakerEncoder:
             return self._encoder
 
     def warm_up(self) -> None:
-        """Load the weights and embed one second of noise: librosa's first call imports a lot."""
+        """Load the weights and embed one second of noise (torch's first pass is slower)."""
         noise = np.random.default_rng(0).normal(0, 0.05, SAMPLE_RATE).astype(np.float32)
         self.embed(noise)
 
     def embed(self, samples: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """The utterance embedding and its 1.6 s partial embeddings (rows), all L2-normed."""
+        """The utterance embedding and its 1.6 s partial embeddings (rows), all L2-normed.
+
+        resemblyzer's `embed_utterance`, with its mel spectrogram computed here in
+        numpy (`mel_spectrogram`, equal to librosa's to float precision): librosa's
+        first call lazily imports enough to add 4-30 s to guardian's start-up.
+        """
+        import torch
+
         encoder = self.load()
-        resemblyzer = sys.modules["resemblyzer"]
         wav = samples.astype(np.float32)
-        if np.sqrt(np.mean(wav**2)) > 1e-6:
-            wav = resemblyzer.normalize_volume(wav, -30, increase_only=True)
-        embed, partials, _ = encoder.embed_utterance(wav, return_partials=True)
+        rms = float(np.sqrt(np.mean(wav.astype(np.float64) ** 2))) if len(wav) else 0.0
+        if rms > 1e-6:  # resemblyzer.normalize_volume(wav, -30, increase_only=True)
+            gain_db = -30.0 - 20.0 * np.log10(rms)
+            if gain_db > 0:
+                wav = wav * np.float32(10 ** (gain_db / 20))
+        wav_slices, mel_slices = encoder.compute_partial_slices(len(wav), 1.3, 0.75)
+        if wav_slices[-1].stop >= len(wav):
+            wav = np.pad(wav, (0, wav_slices[-1].stop - len(wav)))
+        mel = mel_spectrogram(wav)
+        mels = np.array([mel[s] for s in mel_slices])
+        with torch.no_grad():
+            partials = encoder(torch.from_numpy(mels)).cpu().numpy()
+        embed = _normed(np.mean(partials, axis=0))
         return np.asarray(embed, dtype=np.float32), np.asarray(partials, dtype=np.float32)
+
+
+_MEL_BASIS: np.ndarray | None = None
+
+
+def _slaney_mel_basis(*, sr: int = SAMPLE_RATE, n_fft: int = 400, n_mels: int = 40) -> np.ndarray:
+    """librosa.filters.mel(sr, n_fft, n_mels) (Slaney scale and area norm), in numpy."""
+    f_sp, min_log_hz = 200.0 / 3, 1000.0
+    min_log_mel, logstep = min_log_hz / f_sp, np.log(6.4) / 27.0
+
+    def hz_to_mel(f: np.ndarray) -> np.ndarray:
+        return np.where(f >= min_log_hz, min_log_mel + np.log(np.maximum(f, 1e-10) / min_log_hz) / logstep, f / f_sp)
+
+    def mel_to_hz(m: np.ndarray) -> np.ndarray:
+        return np.where(m >= min_log_mel, min_log_hz * np.exp(logstep * (m - min_log_mel)), f_sp * m)
+
+    fft_freqs = np.linspace(0, sr / 2, 1 + n_fft // 2)
+    mel_f = mel_to_hz(np.linspace(hz_to_mel(np.array(0.0)), hz_to_mel(np.array(sr / 2)), n_mels + 2))
+    fdiff = np.diff(mel_f)
+    ramps = mel_f[:, None] - fft_freqs[None, :]
+    weights = np.maximum(0, np.minimum(-ramps[:-2] / fdiff[:-1, None], ramps[2:] / fdiff[1:, None]))
+    return weights * (2.0 / (mel_f[2 : n_mels + 2] - mel_f[:n_mels]))[:, None]
+
+
+def mel_spectrogram(wav: np.ndarray, *, n_fft: int = 400, hop: int = 160) -> np.ndarray:
+    """resemblyzer's `wav_to_mel_spectrogram` (librosa power mel, centred, zero-padded): (frames, 40)."""
+    global _MEL_BASIS
+    if _MEL_BASIS is None:
+        _MEL_BASIS = _slaney_mel_basis(n_fft=n_fft)
+    padded = np.pad(wav.astype(np.float32), n_fft // 2)
+    n_frames = 1 + (len(padded) - n_fft) // hop
+    frames = np.lib.stride_tricks.sliding_window_view(padded, n_fft)[::hop][:n_frames]
+    window = 0.5 - 0.5 * np.cos(2 * np.pi * np.arange(n_fft) / n_fft)  # periodic Hann
+    power = np.abs(np.fft.rfft(frames * window, axis=1)) ** 2
+    return (power @ _MEL_BASIS.T).astype(np.float32)
 
 
 @dataclass
