@@ -4,6 +4,8 @@ Replays real conversations of the face-act corpus turn by turn through
 `IntentDetector.analyze` (a growing window, as the monitor does), so each call
 pays for exactly what a live turn costs: encoding the new utterance, the linear
 model, role inference and the pattern rules; earlier turns come from the cache.
+Wall-clock latency depends on what else runs on the machine, so the JSON also gives the
+process CPU time per turn and the 1-minute load average at the end.
 Run: `.venv/bin/python scripts/bench_intent.py [--conversations 10] [--threads 1]`.
 """
 
@@ -43,13 +45,15 @@ def main() -> None:
     detector.warm_up()
     warm_ms = (time.perf_counter() - t0) * 1000
     times: list[float] = []
+    cpu: list[float] = []
     for cid in ids:
         conv = Conversation.from_pairs(by_conv[cid], id=cid)
         for turn in conv.turns:
             window = conv.upto(turn.index).window(args.window)
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             detector.analyze(window)
             times.append((time.perf_counter() - t) * 1000)
+            cpu.append((time.process_time() - c) * 1000)
     arr = np.array(times)
     print(json.dumps({
         "benchmark": "intent detector, per utterance (live replay, warm cache for earlier turns)",
@@ -59,7 +63,9 @@ def main() -> None:
         "latency_ms_p50": round(float(np.percentile(arr, 50)), 2),
         "latency_ms_p90": round(float(np.percentile(arr, 90)), 2),
         "latency_ms_max": round(float(arr.max()), 2),
+        "cpu_ms_p50": round(float(np.percentile(np.array(cpu), 50)), 2),
         "warm_up_ms": round(warm_ms, 1),
+        "load_average_1m": round(os.getloadavg()[0], 2),
         "cpu": platform.processor() or platform.machine(),
         "cores": os.cpu_count(),
     }))
