@@ -59,10 +59,12 @@ async def test_typing_turns_switching_and_naming_speakers(make_app: AppFactory) 
         await pilot.press("f2", "f2")  # back and forth: the next speaker is B again
         await pilot.press(*"ok", "enter")
         await pilot.press(*"Zoe:", "space", *"hello", "enter")
-        await _until(lambda: len(app.query(TurnView)) == 3)
+        await pilot.press(*"/name", "space", *"Bea", "enter")  # renames the speaker now up (B)
+        await pilot.press(*"hi", "space", *"Zoe", "enter")
+        await _until(lambda: len(app.query(TurnView)) == 4)
         await app.session.monitor.drain()
         turns = [(v.turn.speaker, v.turn.text) for v in app.query(TurnView)]
-        assert turns == [("A", "You are stupid"), ("B", "ok"), ("Zoe", "hello")]
+        assert turns == [("A", "You are stupid"), ("B", "ok"), ("Zoe", "hello"), ("Bea", "hi Zoe")]
         assert app.query_one("#chat-text", Input).value == ""
         assert len(app.query_one(FindingsPanel).findings) == 1
 

@@ -62,7 +62,9 @@ class ChatInput(Horizontal):
         if value.startswith("/name "):
             new = value.removeprefix("/name ").strip()
             if new:
+                old = self.speakers[self.current]
                 self.speakers[self.current] = new
+                self.history = [new if name == old else name for name in self.history]
                 self._refresh_label()
             return
         parsed = parse_line(value)
@@ -78,7 +80,7 @@ class ChatInput(Horizontal):
 
     def _answer(self) -> None:
         """Hand the floor to whoever spoke last before this speaker (a reply), else the next name."""
-        others = [s for s in reversed(self.history) if s != self.speaker]
+        others = [s for s in reversed(self.history) if s != self.speaker and s in self.speakers]
         if others:
             self.current = self.speakers.index(others[0])
             self._refresh_label()
