@@ -293,6 +293,34 @@ async def test_hanging_detector_times_out_async(lines: Lines, scripted: Scripted
     assert kinds == {"timeout"}
 
 
+def test_hanging_detector_times_out_sync(lines: Lines, scripted: ScriptedDetector) -> None:
+    import threading
+
+    from guardian.detectors.base import Detector
+    from guardian.findings import Assessment
+
+    release = threading.Event()
+
+    class Stuck(Detector):
+        name = "stuck-test"
+
+        def analyze(self, window: Any) -> Assessment:
+            release.wait(10)
+            return self.empty(window)
+
+    agent = create_agent(
+        fake(lines.belittling.text),
+        middleware=[GuardianMiddleware(detectors=[Stuck(), scripted], policy="block", timeout_s=0.05)],
+    )
+    try:
+        result = run(agent, lines.benign.text)
+    finally:
+        release.set()
+    assert result["messages"][-1].content == DEFAULT_SAFE_REPLY  # the detector that answered still counts
+    errors = [(e["detector"], e["kind"]) for r in assessments(result) for e in r["assessment"]["errors"]]
+    assert errors == [("stuck-test", "timeout"), ("stuck-test", "timeout")]
+
+
 def test_failing_callback_does_not_break_agent(lines: Lines, scripted: ScriptedDetector) -> None:
     def explode(event: GuardianEvent) -> None:
         raise RuntimeError("alerting backend down")

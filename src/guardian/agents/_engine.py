@@ -16,6 +16,8 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -82,6 +84,7 @@ class DetectorPool:
         self._detectors: list[Detector] | None = None
         self._locks: dict[int, threading.Lock] = {}
         self._unavailable: list[tuple[str, str]] = []
+        self._executor: ThreadPoolExecutor | None = None
 
     def detectors(self) -> list[Detector]:
         if self._detectors is None:
@@ -138,8 +141,30 @@ class DetectorPool:
     def assess(self, window: Conversation) -> Assessment:
         started = time.perf_counter()
         detectors = self.detectors()
-        parts = [self._locked(d, window) for d in detectors]
+        if self._timeout_s is None:
+            parts = [self._locked(d, window) for d in detectors]
+        else:
+            parts = self._timed(detectors, window, self._timeout_s)
         return merge([*parts, *self._missing(window)], window, started=started)
+
+    def _timed(self, detectors: Sequence[Detector], window: Conversation, timeout_s: float) -> list[Assessment]:
+        """Run in worker threads and stop waiting at the deadline: a hung detector costs
+        `timeout_s` and a recorded timeout, never a hung chatbot."""
+        if self._executor is None:
+            with self._lock:
+                if self._executor is None:
+                    self._executor = ThreadPoolExecutor(
+                        max_workers=max(4, 2 * len(detectors)), thread_name_prefix="guardian-detector"
+                    )
+        futures = [self._executor.submit(self._locked, d, window) for d in detectors]
+        deadline = time.monotonic() + timeout_s
+        parts: list[Assessment] = []
+        for detector, future in zip(detectors, futures, strict=True):
+            try:
+                parts.append(future.result(timeout=max(0.0, deadline - time.monotonic())))
+            except FutureTimeout:
+                parts.append(failed(detector, window, f"no answer within {timeout_s:g} s", kind="timeout"))
+        return parts
 
     async def aassess(self, window: Conversation) -> Assessment:
         started = time.perf_counter()

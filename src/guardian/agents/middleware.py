@@ -153,7 +153,8 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
             rewrite_with: under "block", ask this model once to rewrite a flagged reply;
                 the rewrite is screened again and used only if it passes.
             speakers: (user, assistant) names the detectors see and quote.
-            timeout_s: per-detector time limit in the async path (None: no limit).
+            timeout_s: per-detector time limit; a detector that misses it is recorded as
+                a timeout and the message passes (None: wait, and run in the caller's thread).
             max_threads: threads remembered for callers without a checkpointer.
             concurrent_input: under "observe" and "warn" (which never stop a user turn),
                 screen the user turn while the model runs; its result is attached
