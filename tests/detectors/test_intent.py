@@ -145,3 +145,10 @@ def test_train_intent_builds_a_loadable_artifact(tmp_path: Path, capsys: pytest.
     assert model.meta["n_train"] > 50
     result = IntentDetector(model_path=out).analyze(DONATION)
     assert [i.turn for i in result.intents] == [4]
+
+
+def test_eval_short_row_is_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bad = tmp_path / "short.csv"
+    bad.write_text("conversation_id,turn,speaker,utterance,face_act\n1,0,ER,Hi\n", encoding="utf-8")
+    assert main(["eval", "faceacts", str(bad)]) == 2
+    assert "fewer fields" in capsys.readouterr().err

@@ -107,6 +107,8 @@ def load_faceacts(path: str | Path | None = None) -> list[FaceActUtterance]:
             )
         except ValueError as exc:
             raise InputError(str(exc), source=source, line=n) from None
+        except (AttributeError, TypeError):  # a short row: csv fills missing fields with None
+            raise InputError("row has fewer fields than the header", source=source, line=n) from None
     return out
 
 
