@@ -109,21 +109,51 @@ def _write_subset(path: Path, n_conversations: int) -> None:
         writer.writerows(r for r in rows if r["conversation_id"] in keep)
 
 
-@pytest.mark.slow
-def test_eval_faceacts_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    subset = tmp_path / "subset.csv"
-    _write_subset(subset, 3)
-    assert main(["eval", "faceacts", str(subset), "--format", "json"]) == 0
-    result = json.loads(capsys.readouterr().out)
+UNSEEN = """conversation_id,turn,speaker,utterance,face_act
+x1,0,A,Hi! Would you donate a dollar to the food bank?,hneg-
+x1,1,B,"Sorry, I can't afford it this week.",sneg+
+x1,2,A,"No worries at all, thanks for listening!",hpos+
+x2,0,A,Hello there.,other
+x2,1,B,Can you tell me what the food bank does?,hneg-
+x2,2,A,We hand out meals to families in need every day.,spos+
+"""
+
+
+def _check_eval_json(result: dict) -> None:  # type: ignore[type-arg]
     assert {"n", "accuracy", "macro_f1", "per_class", "latency_ms_p50"} <= set(result)
-    assert result["n"] > 50
     assert set(result["per_class"]) <= {str(a) for a in FaceAct}
     assert all(set(v) >= {"precision", "recall", "f1"} for v in result["per_class"].values())
+    assert 0.0 <= result["accuracy"] <= 1.0
 
 
-def test_eval_refuses_training_set_scores(capsys: pytest.CaptureFixture[str]) -> None:
+@pytest.mark.slow
+def test_eval_faceacts_json_on_unseen_conversations(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    unseen = tmp_path / "unseen.csv"
+    unseen.write_text(UNSEEN, encoding="utf-8")
+    assert main(["eval", "faceacts", str(unseen), "--format", "json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    _check_eval_json(result)
+    assert result["n"] == 6
+
+
+@pytest.mark.slow
+def test_eval_faceacts_cv_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    subset = tmp_path / "subset.csv"
+    _write_subset(subset, 6)
+    assert main(["eval", "faceacts", str(subset), "--format", "json", "--cv"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    _check_eval_json(result)
+    assert result["n"] > 100
+    assert len(result["folds"]) == 5
+
+
+def test_eval_refuses_training_set_scores(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["eval", "faceacts", str(faceacts_path()), "--format", "json"]) == 2
     assert "--cv" in capsys.readouterr().err
+    subset = tmp_path / "subset.csv"  # a part of the training data is training data too
+    _write_subset(subset, 2)
+    assert main(["eval", "faceacts", str(subset)]) == 2
+    assert "2 conversation(s)" in capsys.readouterr().err
 
 
 def test_eval_bad_input(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

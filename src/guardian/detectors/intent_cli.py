@@ -22,7 +22,6 @@ def _limit_threads() -> None:
 def run_eval_faceacts(file: str, *, output_format: str, cv: bool) -> None:
     from guardian.detectors.intent_model import load_model
     from guardian.detectors.intent_train import evaluate_file
-    from guardian.eval.datasets import file_sha256
 
     path = Path(file)
     if not path.is_file():
@@ -32,10 +31,11 @@ def run_eval_faceacts(file: str, *, output_format: str, cv: bool) -> None:
         result = evaluate_file(path, cv=True)
     else:
         model = load_model()
-        if model.meta.get("data_sha256") == file_sha256(path):
+        seen = _training_overlap(path, model.meta.get("data_sha256"))
+        if seen:
             raise GuardianError(
-                f"{file} is the data the intent model was trained on, so its scores would be training-set "
-                "scores; add --cv for out-of-fold figures"
+                f"{seen} conversation(s) of {file} are in the intent model's training data, so its scores "
+                "would be training-set scores; add --cv for out-of-fold figures"
             )
         result = evaluate_file(path, model=model)
     if output_format == "json":
@@ -47,6 +47,26 @@ def run_eval_faceacts(file: str, *, output_format: str, cv: bool) -> None:
     typer.echo(f"{'act':8} {'P':>6} {'R':>6} {'F1':>6} {'n':>6}")
     for act, m in result["per_class"].items():
         typer.echo(f"{act:8} {m['precision']:6.3f} {m['recall']:6.3f} {m['f1']:6.3f} {m['support']:6d}")
+
+
+def _training_overlap(path: Path, trained_on: str | None) -> int:
+    """How many conversations of `path` the model was trained on (checked against the bundled data).
+
+    A whole-file hash is not enough: a subset of the training CSV would pass it and
+    report training-set scores, so conversations are compared by their utterances.
+    """
+    from guardian.eval.datasets import FaceActUtterance, faceacts_path, file_sha256, load_faceacts
+
+    def keys(rows: list[FaceActUtterance]) -> set[tuple[str, ...]]:
+        by_conv: dict[str, list[FaceActUtterance]] = {}
+        for r in rows:
+            by_conv.setdefault(r.conversation_id, []).append(r)
+        return {tuple(r.utterance for r in sorted(v, key=lambda r: r.turn)) for v in by_conv.values()}
+
+    train = faceacts_path()
+    if trained_on is None or not train.is_file() or file_sha256(train) != trained_on:
+        return 0
+    return len(keys(load_faceacts(path)) & keys(load_faceacts(train)))
 
 
 def run_train_intent(*, out: str | None, data: str | None) -> None:
