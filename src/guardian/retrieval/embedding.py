@@ -46,7 +46,7 @@ def model_id(path: Path) -> str:
     weights = [p for p in (path / "model.safetensors", path / "pytorch_model.bin") if p.is_file()]
     size = weights[0].stat().st_size if weights else 0
     parent = path.parent.name if path.name == "model" else path.name
-    return f"{parent}:{size}"
+    return f"{parent}:{size}:{MAX_TOKENS}-left"
 
 
 class _Encoder:
@@ -63,6 +63,9 @@ class _Encoder:
             torch.set_num_threads(threads)
         self.torch = torch
         self.tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        # A conversation window is judged by its latest turn: when it is longer than the
+        # encoder's 256 word pieces, keep the end, not the beginning.
+        self.tokenizer.truncation_side = "left"
         self.model = AutoModel.from_pretrained(str(path), local_files_only=True)
         self.model.eval()
 
