@@ -22,7 +22,7 @@ from guardian.taxonomy import Technique, Vulnerability
 
 from .openai_stub import Reply, serve
 
-FAST = LLMSettings(samples=1, backoff_s=0.0, max_retries=2, timeout_s=2.0)
+FAST = LLMSettings(samples=1, backoff_s=0.0, max_retries=2, timeout_s=10.0)
 
 
 def answer(
@@ -246,7 +246,7 @@ def test_http_errors_exhaust_retries_and_are_recorded(gaslighting: Conversation,
 @pytest.mark.allow_hosts(["127.0.0.1"])
 def test_http_timeout_with_real_client(gaslighting: Conversation) -> None:
     cfg = FAST.model_copy(update={"timeout_s": 0.3, "max_retries": 1})
-    with serve([Reply(delay_s=1.0, content=answer())]) as stub:
+    with serve([Reply(delay_s=2.0, content=answer())]) as stub:
         det = LLMDetector(settings=cfg.model_copy(update={"base_url": stub.base_url}), use_store=False)
         result = det.analyze(gaslighting)
     [error] = result.errors
