@@ -55,7 +55,7 @@ def main() -> None:
     args = parser.parse_args()
 
     model = GenericFakeChatModel(messages=iter(AIMessage(r) for r in SCRIPTED_REPLIES))
-    guardian = GuardianMiddleware(policy=args.policy, on_finding=alert)
+    guardian = GuardianMiddleware(policy=args.policy, on_finding=alert).warm_up()  # load models now
     agent = create_agent(
         model,
         system_prompt="You are a helpful assistant.",
@@ -75,7 +75,7 @@ def main() -> None:
         print(f"  (guardian: action={meta.get('action')}, probability={shown}, detectors={assessment.get('detectors')})")
     records = state.get("guardian", [])
     print(f"\n{len(records)} screened turns on this thread; flagged: {sum(r['flagged'] for r in records)}")
-    for record in records:
+    for record in (r for r in records if r["flagged"]):
         for finding in record["assessment"]["findings"]:
             for quote in finding["evidence"]:
                 label = finding["technique"] or finding["pattern"]

@@ -34,7 +34,7 @@ def fake_model() -> GenericFakeChatModel:
 
 def main() -> None:
     # 1. guard(): the middleware's policies for any runnable; the thread is remembered by thread_id.
-    chain = guard(PROMPT | fake_model() | StrOutputParser(), policy="warn")
+    chain = guard(PROMPT | fake_model() | StrOutputParser(), policy="warn").warm_up()
     print("guard(policy='warn'):")
     for question in QUESTIONS:
         print(f"  User: {question}")
@@ -42,11 +42,11 @@ def main() -> None:
 
     # 2. A callback handler: the chain is unchanged; every screened turn goes to a JSON Lines log.
     log = Path(tempfile.mkdtemp()) / "guardian-session.jsonl"
-    handler = GuardianCallbackHandler(log_path=log)
+    handler = GuardianCallbackHandler(log_path=log).warm_up()
     plain = PROMPT | fake_model() | StrOutputParser()
     print("\ncallback handler (pipeline output unchanged):")
     for question in QUESTIONS:
-        # The prompt carries only the new question, so the handler sees one turn of context.
+        # The prompt carries only the new question; the handler remembers the thread by thread_id.
         plain.invoke({"question": question}, {"callbacks": [handler], "metadata": {"thread_id": "observed"}})
     for record in handler.records:
         assessment = record["assessment"]

@@ -36,6 +36,15 @@ def test_observes_chain_without_changing_it(lines: Lines, scripted: ScriptedDete
     assert logged[1]["assessment"]["techniques"] == {"Rationalization": 0.91}
 
 
+def test_plain_chain_thread_is_remembered(lines: Lines, scripted: ScriptedDetector) -> None:
+    handler = GuardianCallbackHandler(detectors=[scripted])
+    chain = ChatPromptTemplate.from_messages([("human", "{q}")]) | fake(lines.benign_reply.text, lines.denial.text)
+    for question in (lines.benign.text, "Did you say you'd come?"):
+        chain.invoke({"q": question}, {"callbacks": [handler], "metadata": {"thread_id": "p"}})
+    assert [t.text for t in scripted.windows[-1].turns] == [lines.benign.text, lines.benign_reply.text, "Did you say you'd come?", lines.denial.text]
+    assert [r["flagged"] for r in handler.records] == [False, False, False, True]
+
+
 def test_agent_thread_history_screened_once(lines: Lines, scripted: ScriptedDetector) -> None:
     from langgraph.checkpoint.memory import InMemorySaver
 

@@ -49,6 +49,9 @@ def test_flag_rules() -> None:
     earlier = Finding(pattern="key_phrase", score=0.9, evidence=(Evidence(turn=0, quote="x", start=0, end=1),), detector="k")
     assert is_flagged(_assessment(findings=(on_turn,)))
     assert not is_flagged(_assessment(findings=(earlier,)))
+    # Evidence only in earlier turns: judged when said, not again now.
+    assert not is_flagged(_assessment(probability=0.9, decision=True, findings=(earlier,)))
+    assert is_flagged(_assessment(probability=0.9, decision=True, findings=(earlier, on_turn)))
     # The detectors blame the other party: this speaker's turn is not flagged.
     blamed = _assessment(probability=0.9, decision=True, manipulator="User")
     assert is_flagged(blamed, speaker="User")

@@ -170,9 +170,15 @@ def is_flagged(assessment: Assessment, *, threshold: float | None = None, speake
     `threshold` (0.5 by default) flags it. When `speaker` (who said the screened
     turn) is given and the detectors name a different manipulator, the turn is not
     flagged: a user who was manipulative two turns ago must not get the bot's next
-    honest reply blocked, and vice versa.
+    honest reply blocked, and vice versa. Likewise, when the detectors quote
+    evidence but none of it is in the screened turn, the turn is not flagged: the
+    quoted words were judged when they were said, and a window that still holds
+    them must not flag every later turn.
     """
     if speaker is not None and assessment.manipulator is not None and assessment.manipulator != speaker:
+        return False
+    quoted = [e for f in assessment.findings for e in f.evidence]
+    if quoted and all(e.turn != assessment.turn for e in quoted):
         return False
     if assessment.probability is not None:
         if threshold is not None:

@@ -49,9 +49,13 @@ class TurnSink(Protocol):
     def add_turn_sync(self, conversation_id: str, speaker: str, text: str, *, source: str = ...) -> Assessment: ...
 
 
+def _key(position: int, speaker: str, text: str) -> str:
+    return f"{position}:{speaker}:{hash(text) & 0xFFFFFFFF:08x}"
+
+
 def _keyed(turns: Sequence[MessageTurn]) -> list[MessageTurn]:
     """Key turns by position and content: a re-sent history keeps its keys even without ids."""
-    return [MessageTurn(f"{i}:{t.speaker}:{hash(t.text) & 0xFFFFFFFF:08x}", t.speaker, t.text) for i, t in enumerate(turns)]
+    return [MessageTurn(_key(i, t.speaker, t.text), t.speaker, t.text) for i, t in enumerate(turns)]
 
 
 class GuardianCallbackHandler(BaseCallbackHandler):
@@ -103,6 +107,12 @@ class GuardianCallbackHandler(BaseCallbackHandler):
         self._pending: dict[UUID, tuple[str | None, list[MessageTurn]]] = {}
         self._lock = threading.Lock()
 
+    def warm_up(self) -> GuardianCallbackHandler:
+        """Load the detectors now, so the first call is not slowed (or timed out) by loading."""
+        if self.monitor is None:
+            self.screener.pool.warm_up()
+        return self
+
     # --- LangChain callback API -------------------------------------------------------------
 
     def on_chat_model_start(
@@ -119,6 +129,9 @@ class GuardianCallbackHandler(BaseCallbackHandler):
         try:
             thread_id = _thread_id(metadata)
             turns = _keyed(to_turns(messages[0] if messages else [], speakers=self.screener.speakers))
+            if len(turns) == 1 and self.monitor is None:
+                # A prompt without history (a plain chain): the thread is what this handler saw.
+                turns = self.screener.memory.context(thread_id, turns)
             with self._lock:
                 self._pending[run_id] = (thread_id, turns)
             self._screen_new_turns(thread_id, turns)
@@ -134,7 +147,8 @@ class GuardianCallbackHandler(BaseCallbackHandler):
             thread_id, turns = pending
             text = _reply_text(response)
             if text:
-                reply = _keyed([*turns, MessageTurn("", self.screener.speakers.assistant, text)])
+                speaker = self.screener.speakers.assistant
+                reply = [*turns, MessageTurn(_key(len(turns), speaker, text), speaker, text)]
                 self._screen(thread_id, reply, "output")
         except Exception:
             log.exception("guardian callback failed on chat model end")

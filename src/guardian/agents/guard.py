@@ -104,6 +104,11 @@ class GuardedRunnable(Runnable[Any, Any]):
     def OutputType(self) -> Any:  # noqa: N802 - LangChain's name
         return self.runnable.OutputType
 
+    def warm_up(self) -> GuardedRunnable:
+        """Load the detectors now, so the first call is not slowed (or timed out) by loading."""
+        self.screener.pool.warm_up()
+        return self
+
     def history(self, thread_id: str) -> list[MessageTurn]:
         """The turns remembered for `thread_id` (what the detectors saw as context)."""
         return self.screener.memory.turns(thread_id)

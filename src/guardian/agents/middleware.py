@@ -192,9 +192,10 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
     def name(self) -> str:
         return self._name or type(self).__name__
 
-    def warm_up(self) -> None:
-        """Load the detectors now rather than on the first turn."""
+    def warm_up(self) -> GuardianMiddleware:
+        """Load the detectors now, so the first turn is not slowed (or timed out) by loading."""
         self.screener.pool.warm_up()
+        return self
 
     # --- finding the turn -------------------------------------------------------------------
 
