@@ -117,14 +117,17 @@ class DetectorPool:
                 self._unavailable.append(("keyphrases", str(exc)))
         for d in made:
             self._locks[id(d)] = threading.Lock()
+            # Load models here, once, outside any time limit: otherwise the first turns
+            # would be recorded as timeouts while a model loads instead of being screened.
+            try:
+                d.warm_up()
+            except Exception as exc:
+                log.warning("guardian detector %s failed to warm up: %s", d.name, exc)
         return made
 
     def warm_up(self) -> None:
-        for detector in self.detectors():
-            try:
-                detector.warm_up()
-            except Exception as exc:
-                log.warning("guardian detector %s failed to warm up: %s", detector.name, exc)
+        """Create and load the detectors now (the first screen does it otherwise)."""
+        self.detectors()
 
     def _native_async(self, detector: Detector) -> bool:
         return type(detector).aanalyze is not Detector.aanalyze
