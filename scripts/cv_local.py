@@ -48,6 +48,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--data", choices=["con", "maj"], default="con")
     parser.add_argument("--with-maj", action="store_true", help="add maj-only dialogues to training")
+    parser.add_argument(
+        "--maj-labels", action="store_true", help="add maj-only dialogues to the technique/vulnerability heads only"
+    )
     parser.add_argument("--set", action="append", default=[], help="TrainConfig field=value")
     parser.add_argument("--folds", type=int, default=5, help="evaluate only the first N folds")
     parser.add_argument("--seed", type=int, default=17)
@@ -55,7 +58,7 @@ def main() -> int:
     args = parser.parse_args()
 
     dialogues = load_mentalmanip(mentalmanip_path(args.data))
-    extra = load_mentalmanip(mentalmanip_path("maj")) if args.with_maj else []
+    extra = load_mentalmanip(mentalmanip_path("maj")) if (args.with_maj or args.maj_labels) else []
     config = _config(args.set, args.seed)
     rows = []
     dump: dict[str, np.ndarray] = {}
@@ -64,8 +67,11 @@ def main() -> int:
         held_out = {dialogues[i].id for i in te}
         train_set = [dialogues[i] for i in tr]
         known = {d.id for d in train_set}
-        train_set += [d for d in extra if d.id not in held_out and d.id not in known]
-        model = train(train_set, config=config)
+        additions = [d for d in extra if d.id not in held_out and d.id not in known]
+        label_only = additions if args.maj_labels else []
+        if args.with_maj:
+            train_set += additions
+        model = train(train_set, config=config, label_only=label_only)
         test = [dialogues[i] for i in te]
         pred = model.predict([d.conversation for d in test])
         y, t, v = label_matrices(test)
@@ -110,6 +116,7 @@ def main() -> int:
     summary = {
         "data": args.data,
         "with_maj": args.with_maj,
+        "maj_labels": args.maj_labels,
         "set": args.set,
         "folds": len(rows),
         **{k: f"{np.mean([r[k] for r in rows]):.3f} ± {np.std([r[k] for r in rows]):.3f}" for k in keys},

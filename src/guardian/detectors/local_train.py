@@ -51,6 +51,8 @@ class TrainConfig:
     embeddings: bool = True
     c_embed_binary: float = 0.25
     c_embed_labels: float = 1.0
+    #: Class-balanced weights in the technique/vulnerability heads.
+    label_balanced: bool = True
     inner_folds: int = 5
     #: What the decision threshold maximises on out-of-fold scores: "macro_f1" or "accuracy".
     threshold_objective: str = "macro_f1"
@@ -194,22 +196,26 @@ def label_matrices(dialogues: Sequence[LabelledDialogue]) -> tuple[np.ndarray, n
     return y, t.reshape(len(dialogues), len(TECHNIQUES)), v.reshape(len(dialogues), len(VULNERABILITIES))
 
 
-def _fit_binary(x: sparse.csr_matrix | np.ndarray, y: np.ndarray, c: float) -> LinearHeads:
+def _fit_binary(
+    x: sparse.csr_matrix | np.ndarray, y: np.ndarray, c: float, *, balanced: bool = True
+) -> LinearHeads:
     from sklearn.linear_model import LogisticRegression
 
     if len(set(y.tolist())) < 2:
         # One class only (tiny subsets): a constant head at the observed rate.
         rate = float(np.clip(y.mean() if len(y) else 0.5, 1e-3, 1 - 1e-3))
         return LinearHeads(np.zeros((1, x.shape[1]), np.float32), np.array([np.log(rate / (1 - rate))]))
-    model = LogisticRegression(C=c, class_weight="balanced", max_iter=3000)
+    model = LogisticRegression(C=c, class_weight="balanced" if balanced else None, max_iter=3000)
     model.fit(x, y)
     return LinearHeads(model.coef_.astype(np.float32), model.intercept_.astype(np.float64))
 
 
-def _fit_multilabel(x: sparse.csr_matrix | np.ndarray, labels: np.ndarray, c: float) -> LinearHeads:
+def _fit_multilabel(
+    x: sparse.csr_matrix | np.ndarray, labels: np.ndarray, c: float, *, balanced: bool = True
+) -> LinearHeads:
     coefs, intercepts = [], []
     for j in range(labels.shape[1]):
-        head = _fit_binary(x, labels[:, j], c)
+        head = _fit_binary(x, labels[:, j], c, balanced=balanced)
         coefs.append(head.coef[0])
         intercepts.append(head.intercept[0])
     n = x.shape[1]
@@ -294,12 +300,21 @@ def train(
     config: TrainConfig | None = None,
     progress: Progress | None = None,
     encoder: UtteranceEncoder | None = None,
+    label_only: Sequence[LabelledDialogue] = (),
 ) -> TrainedModel:
-    """Fit the model on `dialogues`; stacking weights and thresholds come from inner out-of-fold scores."""
+    """Fit the model on `dialogues`; stacking weights and thresholds come from inner out-of-fold scores.
+
+    `label_only` dialogues (e.g. MentalManip's maj-only ones) add training examples to
+    the technique/vulnerability heads only; they never enter the binary head, the
+    stacking or the thresholds, which are all fitted and tuned on `dialogues`.
+    """
     config = config or TrainConfig()
     report = progress or (lambda _step, _done, _total: None)
-    conversations = [d.conversation for d in dialogues]
-    y, t, v = label_matrices(dialogues)
+    n_primary = len(dialogues)
+    conversations = [d.conversation for d in (*dialogues, *label_only)]
+    y_all, t, v = label_matrices([*dialogues, *label_only])
+    y = y_all[:n_primary]
+    extra = np.arange(n_primary, len(conversations))
     folds = _inner_folds(y, config.inner_folds, config.seed)
     total = len(folds) + 2
     emb: np.ndarray | None = None
@@ -312,18 +327,19 @@ def train(
         enc.persist(cache_file)
     n_blocks = 2 if emb is not None else 1
     oof_b = np.zeros((n_blocks, len(y)))
-    oof_t = np.zeros((n_blocks, *t.shape))
-    oof_v = np.zeros((n_blocks, *v.shape))
+    oof_t = np.zeros((n_blocks, n_primary, t.shape[1]))
+    oof_v = np.zeros((n_blocks, n_primary, v.shape[1]))
     for i, (tr, te) in enumerate(folds):
         report("out-of-fold scores for stacking and thresholds", i + 1, total)
-        featurizer, heads = _fit_blocks(conversations, emb, y, t, v, tr, config)
+        featurizer, heads = _fit_blocks(conversations, emb, y_all, t, v, tr, config, extra)
         inputs = _inputs(featurizer, emb, [conversations[j] for j in te], te)
         for k, (h, f) in enumerate(zip(heads, inputs, strict=True)):
             oof_b[k, te] = h.binary.logits(f)[:, 0]
             oof_t[k, te] = h.techniques.logits(f)
             oof_v[k, te] = h.vulnerabilities.logits(f)
     report("final model", len(folds) + 1, total)
-    featurizer, heads = _fit_blocks(conversations, emb, y, t, v, np.arange(len(y)), config)
+    featurizer, heads = _fit_blocks(conversations, emb, y_all, t, v, np.arange(n_primary), config, extra)
+    t, v = t[:n_primary], v[:n_primary]
     has_t = t.sum(1) > 0
     has_v = v.sum(1) > 0
     if folds:
@@ -390,14 +406,22 @@ def _inputs(
 
 
 def _fit_heads(
-    x: sparse.csr_matrix | np.ndarray, y: np.ndarray, t: np.ndarray, v: np.ndarray, c_binary: float, c_labels: float
+    x: sparse.csr_matrix | np.ndarray,
+    x_labels: sparse.csr_matrix | np.ndarray,
+    y: np.ndarray,
+    t: np.ndarray,
+    v: np.ndarray,
+    c_binary: float,
+    c_labels: float,
+    balanced: bool,
 ) -> HeadSet:
+    """Binary head on `x`; label heads on `x_labels` (the same rows plus any label-only extras)."""
     t_rows = t.sum(1) > 0
     v_rows = v.sum(1) > 0
     return HeadSet(
         binary=_fit_binary(x, y, c_binary),
-        techniques=_fit_multilabel(x[t_rows], t[t_rows], c_labels),
-        vulnerabilities=_fit_multilabel(x[v_rows], v[v_rows], c_labels),
+        techniques=_fit_multilabel(x_labels[t_rows], t[t_rows], c_labels, balanced=balanced),
+        vulnerabilities=_fit_multilabel(x_labels[v_rows], v[v_rows], c_labels, balanced=balanced),
     )
 
 
@@ -409,12 +433,24 @@ def _fit_blocks(
     v: np.ndarray,
     rows: np.ndarray,
     config: TrainConfig,
+    extra: np.ndarray | None = None,
 ) -> tuple[TextFeaturizer, list[HeadSet]]:
+    """Fit both blocks on `rows`; `extra` rows (label-only dialogues) join the label heads only."""
     featurizer = TextFeaturizer(config=config.features).fit([dialogue_text(conversations[i]) for i in rows])
-    inputs = _inputs(featurizer, emb, [conversations[i] for i in rows], rows)
-    heads = [_fit_heads(inputs[0], y[rows], t[rows], v[rows], config.c_binary, config.c_labels)]
+    label_rows = rows if extra is None or len(extra) == 0 else np.concatenate([rows, extra])
+    inputs = _inputs(featurizer, emb, [conversations[i] for i in label_rows], label_rows)
+    n = len(rows)
+    tl, vl = t[label_rows], v[label_rows]
+    heads = [
+        _fit_heads(inputs[0][:n], inputs[0], y[rows], tl, vl, config.c_binary, config.c_labels, config.label_balanced)
+    ]
     if emb is not None:
-        heads.append(_fit_heads(inputs[1], y[rows], t[rows], v[rows], config.c_embed_binary, config.c_embed_labels))
+        heads.append(
+            _fit_heads(
+                inputs[1][:n], inputs[1], y[rows], tl, vl, config.c_embed_binary, config.c_embed_labels,
+                config.label_balanced,
+            )
+        )
     return featurizer, heads
 
 
