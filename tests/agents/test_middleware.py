@@ -397,6 +397,16 @@ def test_after_model_hook_directly(lines: Lines, scripted: ScriptedDetector) -> 
     assert update["guardian"][0]["flagged"] is True
 
 
+def test_hooks_take_thread_from_runtime(lines: Lines, scripted: ScriptedDetector) -> None:
+    from langgraph.runtime import ExecutionInfo, Runtime
+
+    runtime = Runtime(execution_info=ExecutionInfo(checkpoint_id="c", checkpoint_ns="", task_id="t", thread_id="rt-1"))
+    mw = GuardianMiddleware(detectors=[scripted], policy="block")
+    update = mw.after_model({"messages": [HumanMessage("hi"), AIMessage(lines.denial.text, id="r")]}, runtime)
+    assert update is not None and update["guardian"][0]["thread_id"] == "rt-1"
+    assert scripted.windows[-1].id == "rt-1"
+
+
 def test_hooks_skip_what_is_not_theirs(scripted: ScriptedDetector) -> None:
     mw = GuardianMiddleware(detectors=[scripted])
     tool_call_only = AIMessage(content="", tool_calls=[{"name": "search", "args": {}, "id": "c1"}])
