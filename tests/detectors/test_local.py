@@ -229,3 +229,14 @@ def test_stale_cache_falls_back_to_the_next_artifact(
     assert loaded.directory == artifact
     assert not loaded.rebuilt
     assert "another guardian version" in capsys.readouterr().err
+
+
+def test_label_only_dialogues_never_touch_the_binary_head(subset: Path, tmp_path: Path) -> None:
+    dialogues = load_mentalmanip(subset)
+    extras = load_mentalmanip(write_subset(tmp_path / "extra.csv", positives=20, negatives=0, skip=70))
+    config = TrainConfig(seed=3, inner_folds=2, embeddings=False, features=SMALL.features)
+    plain = train(dialogues[::2], config=config)
+    more = train(dialogues[::2], config=config, label_only=extras)
+    np.testing.assert_array_equal(plain.binary.coef, more.binary.coef)
+    assert plain.threshold == more.threshold
+    assert not np.array_equal(plain.techniques.coef, more.techniques.coef)
