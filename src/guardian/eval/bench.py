@@ -191,6 +191,77 @@ def bench_monitor(runs: int) -> Figures:
     return figures
 
 
+@suite("middleware")
+def bench_middleware_suite(runs: int) -> Figures:
+    """GuardianMiddleware's overhead per model call in a real create_agent (model answers instantly)."""
+    from guardian.agents.benchmark import bench_middleware
+
+    return bench_middleware(runs, dialogues=30)
+
+
+#: A two-voice dialogue spoken by espeak-ng for the audio suite (what users' calls sound like, roughly).
+AUDIO_DIALOGUE = (
+    ("Maya", "You said you would pick me up at six. I waited for an hour in the rain."),
+    ("Daniel", "I never said that. You are overreacting, as usual."),
+    ("Maya", "You texted me this morning, I can show you the message."),
+    ("Daniel", "Honestly, nobody else would put up with you. Know your place."),
+    ("Maya", "That is not fair."),
+    ("Daniel", "If you really loved me, you would stop checking my phone."),
+)
+
+
+@suite("audio")
+def bench_audio(runs: int) -> Figures:
+    """`listen --fast` on a synthesised mono dialogue: RTF and end of utterance -> assessment."""
+    import tempfile
+    from pathlib import Path
+
+    from guardian.audio.pipeline import AudioPipeline, TurnHeard
+    from guardian.audio.sources import FileSource
+    from guardian.audio.speakers import EmbeddingSpeakers, SpeakerEncoder
+    from guardian.audio.transcribe import Transcriber
+    from guardian.detectors import registry
+    from guardian.eval.speech import synthesize_dialogue
+    from guardian.monitor import Monitor
+
+    workdir = Path(tempfile.mkdtemp(prefix="guardian-bench-audio-"))
+    synth = synthesize_dialogue(AUDIO_DIALOGUE, {"Maya": "en-gb+f3", "Daniel": "en-us+m3"}, workdir, name="bench")
+    transcriber = Transcriber()
+    transcriber.warm_up()
+    encoder = SpeakerEncoder()
+    encoder.warm_up()
+    detectors = registry.create_many(registry.default_names())
+    for d in detectors:
+        d.warm_up()
+    rtfs: list[float] = []
+
+    def one_pass() -> list[float]:
+        source = FileSource(synth.mono, realtime=False)
+        pipeline = AudioPipeline(source, transcriber=transcriber, speakers=EmbeddingSpeakers(encoder=encoder))
+        monitor = Monitor(detectors, window=10, timeout_s=30.0)
+        latencies: list[float] = []
+        began = time.perf_counter()
+        try:
+            for event in pipeline.events():
+                if isinstance(event, TurnHeard):
+                    t0 = time.perf_counter()
+                    turn = event.turn
+                    monitor.add_turn_sync("call", turn.speaker, turn.text, start=turn.start, end=turn.end, source="audio")
+                    latencies.append((event.latency_s + time.perf_counter() - t0) * 1000)
+        finally:
+            monitor.close()
+        rtfs.append((time.perf_counter() - began) / source.duration)
+        return latencies
+
+    figures: Figures = {
+        "audio": "espeak-ng two-voice dialogue, mono mix, replayed with --fast",
+        "detectors": [d.name for d in detectors],
+        "end_of_utterance_to_assessment": latency_runs(one_pass, runs=runs),
+    }
+    figures["rtf"] = round(statistics.median(rtfs[1:]), 4)
+    return figures
+
+
 def run_suite(name: str, *, runs: int) -> Figures:
     if name not in SUITES:
         from guardian.errors import GuardianError
