@@ -3,7 +3,9 @@
 Per-turn latency: the detector assesses each new turn of MentalManip dialogues
 (strung together into one long conversation) with a 10-turn window, as the
 monitor does. Throughput: whole dialogues per second through `analyze`. Also the
-peak RSS of this process and the artifact size. Run with
+peak RSS of this process and the artifact size. Wall-clock figures depend on what
+else the machine runs (the load average is printed with them); the per-turn CPU
+time is the steadier figure on a shared machine. Run with
 `OMP_NUM_THREADS=1 .venv/bin/python scripts/bench_local.py [--turns N]`.
 """
 
@@ -11,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import statistics
 import sys
@@ -47,11 +50,13 @@ def main() -> int:
             break
     detector.analyze(conv.window(args.window))  # warm caches
     latencies = []
+    cpu = []
     for turn in conv.turns[args.window : args.window + args.turns]:
         window = conv.upto(turn.index).window(args.window)
-        began = time.perf_counter()
+        began, began_cpu = time.perf_counter(), time.process_time()
         detector.analyze(window)
         latencies.append((time.perf_counter() - began) * 1000)
+        cpu.append((time.process_time() - began_cpu) * 1000)
 
     batch = [d.conversation for d in dialogues[: args.dialogues]]
     began = time.perf_counter()
@@ -66,10 +71,13 @@ def main() -> int:
         "turns": len(latencies),
         "per_turn_p50_ms": round(statistics.median(latencies), 2),
         "per_turn_p95_ms": round(percentile(latencies, 0.95), 2),
+        "per_turn_cpu_p50_ms": round(statistics.median(cpu), 2),
         "batch_dialogues_per_s": round(len(batch) / elapsed, 1),
         "load_s": round(load_s, 2),
         "peak_rss_mb": round(rss_kb / 1024, 1),
         "artifact_mb": artifact_size_mb(),
+        "load_average_1m": round(os.getloadavg()[0], 2),
+        "cpus": os.cpu_count(),
     }
     json.dump(result, sys.stdout)
     sys.stdout.write("\n")
