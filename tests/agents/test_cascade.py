@@ -20,7 +20,7 @@ from guardian.conversation import Conversation
 from guardian.detectors.base import Detector
 from guardian.detectors.evidence import evidence_for, sentences
 from guardian.findings import Assessment, Finding
-from guardian.taxonomy import Technique
+from guardian.taxonomy import Technique, Vulnerability
 
 CFG = LLMSettings(samples=1, backoff_s=0.0, max_retries=0, band=(0.3, 0.8), max_calls=20)
 
@@ -66,6 +66,7 @@ class FixedScreen(Detector):
             decision=decision,
             threshold=0.5,
             techniques={Technique.SHAMING_OR_BELITTLEMENT: self.probability} if decision else {},
+            vulnerabilities={Vulnerability.LOW_SELF_ESTEEM: self.probability},
             findings=findings,
             detectors=(self.name,),
         )
@@ -95,6 +96,7 @@ def test_uncertain_turn_asks_and_the_llm_decides(gaslighting: Conversation) -> N
     assert llm.usage.calls == 1
     assert result.decision is True and result.probability == 1.0
     assert Technique.DENIAL in result.techniques
+    assert result.vulnerabilities == {Vulnerability.LOW_SELF_ESTEEM: 0.45}  # the screen's reading is kept
     assert {f.detector for f in result.findings} == {"cascade"}
     quotes = [ev.quote for f in result.findings for ev in f.evidence]
     assert "I never said that." in quotes
@@ -105,6 +107,7 @@ def test_flagged_turn_is_confirmed_and_can_be_overruled(gaslighting: Conversatio
     result = det.analyze(window(gaslighting))
     assert llm.usage.calls == 1
     assert result.decision is False and result.findings == ()
+    assert result.techniques == {} and result.vulnerabilities == {}
 
 
 def test_flagged_turn_without_confirmation_keeps_local_verdict(gaslighting: Conversation) -> None:

@@ -178,10 +178,13 @@ class CascadeDetector(Detector):
         if second is None or second.probability is None:  # not asked, or failed: the screen stands
             return base.model_copy(update={"errors": (*base.errors, *errors), "latency_ms": latency})
         techniques = dict(second.techniques)
+        vulnerabilities = dict(second.vulnerabilities)
         findings = second.findings
-        if second.decision:
+        if second.decision:  # both readings of a manipulative turn are kept
             for t, s in base.techniques.items():
                 techniques[t] = max(s, techniques.get(t, 0.0))
+            for v, s in base.vulnerabilities.items():
+                vulnerabilities[v] = max(s, vulnerabilities.get(v, 0.0))
             findings = (*base.findings, *second.findings)
         return Assessment(
             conversation_id=window.id,
@@ -190,7 +193,7 @@ class CascadeDetector(Detector):
             decision=second.decision,
             threshold=second.threshold,
             techniques=techniques if second.decision else {},
-            vulnerabilities=second.vulnerabilities,
+            vulnerabilities=vulnerabilities if second.decision else {},
             findings=findings,
             intents=base.intents,
             manipulator=second.manipulator or (base.manipulator if second.decision else None),
