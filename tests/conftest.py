@@ -13,11 +13,20 @@ from guardian.conversation import Conversation
 REPO = Path(__file__).resolve().parent.parent
 
 
+@pytest.fixture(scope="session")
+def _session_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache for the run: the user's own cache (stale models from experiments) never leaks in."""
+    return tmp_path_factory.mktemp("guardian-cache")
+
+
 @pytest.fixture(autouse=True)
-def _isolated_settings(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+def _isolated_settings(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch, _session_cache: Path
+) -> Iterator[None]:
     home = tmp_path_factory.mktemp("guardian-home")
     monkeypatch.setenv("GUARDIAN_CONFIG_DIR", str(home / "config"))
     monkeypatch.setenv("GUARDIAN_DATA_DIR", str(home / "data"))
+    monkeypatch.setenv("GUARDIAN_CACHE_DIR", str(_session_cache))
     for key in ("GUARDIAN_CONFIG_FILE", "GUARDIAN_DETECTORS"):
         monkeypatch.delenv(key, raising=False)
     settings.cache_clear()
