@@ -208,7 +208,8 @@ def test_missing_or_corrupt_artifact_is_rebuilt_with_a_message(
     assert loaded.rebuilt
     assert "rebuilding the local model" in err
     assert ("checksum" in err) if state == "corrupt" else ("no local model artifact" in err)
-    assert local_artifact.read_manifest(target)["n_dialogues"] == 50  # default: con only
+    manifest = local_artifact.read_manifest(target)
+    assert (manifest["n_dialogues"], manifest["n_label_only_dialogues"]) == (50, 15)  # con; maj-only for labels
     assert LocalModelDetector().analyze(Conversation.from_pairs([("A", "You always lie.")])).probability is not None
     # the rebuilt artifact is now used as is
     assert not local_artifact.load_or_build().rebuilt

@@ -212,26 +212,38 @@ def build(
     out: Path | None = None,
     config: TrainConfig | None = None,
     progress: Progress | None = None,
+    label_data: Sequence[Path] | None = None,
 ) -> Path:
-    """Train on MentalManip CSVs (default: the bundled consensus set, mentalmanip_con.csv) and save.
+    """Train on MentalManip CSVs and save the artifact.
 
-    Several files are merged by dialogue id, the first occurrence winning. The
-    default leaves out the maj-only dialogues: cross-validation showed they make
-    the binary decision worse on consensus-labelled dialogues (docs/model-card.md).
+    `data` files are merged by dialogue id (first occurrence wins) and train every
+    head. `label_data` dialogues not already in `data` train the technique and
+    vulnerability heads only. Default (no `data`): the consensus set
+    ``mentalmanip_con.csv`` for everything and the maj-only dialogues of
+    ``mentalmanip_maj.csv`` for the label heads, the split cross-validation
+    preferred (maj-only dialogues make the binary decision worse on consensus
+    labels but help the labels; docs/model-card.md).
     """
     from guardian.eval.datasets import file_sha256, load_mentalmanip, mentalmanip_path
 
-    paths = list(data) if data else [mentalmanip_path("con")]
-    missing = [p for p in paths if not p.is_file()]
+    if data:
+        paths, label_paths = list(data), list(label_data or [])
+    else:
+        paths = [mentalmanip_path("con")]
+        label_paths = list(label_data) if label_data is not None else [mentalmanip_path("maj")]
+    missing = [p for p in (*paths, *label_paths) if not p.is_file()]
     if missing:
         raise ModelUnavailable(
             f"cannot build the local model: training data {missing[0]} is missing "
             "(run from a source checkout, or set GUARDIAN_TRAINING_DATA to the data/ folder)"
         )
     dialogues = merge_training_data([load_mentalmanip(p) for p in paths])
+    known = {d.id for d in dialogues}
+    label_only = [d for d in merge_training_data([load_mentalmanip(p) for p in label_paths]) if d.id not in known]
     config = config or TrainConfig()
-    model = train(dialogues, config=config, progress=progress)
+    model = train(dialogues, config=config, progress=progress, label_only=label_only)
     out = out or cache_artifact_dir()
+    all_paths = [*paths, *label_paths]
     return save(
         model,
         out,
@@ -239,8 +251,10 @@ def build(
             "seed": config.seed,
             "config": config.as_dict(),
             "data": {p.name: file_sha256(p) for p in paths},
-            "data_sha256": file_sha256(*paths),
+            "label_only_data": {p.name: file_sha256(p) for p in label_paths},
+            "data_sha256": file_sha256(*all_paths),
             "n_dialogues": len(dialogues),
+            "n_label_only_dialogues": len(label_only),
         },
     )
 

@@ -118,6 +118,7 @@ def run_train(*, data: Sequence[str] | None, out: str | None, seed: int) -> str:
     manifest = local_artifact.read_manifest(directory)
     metrics = json.dumps(manifest.get("metrics", {}))
     return (
-        f"trained on {manifest.get('n_dialogues')} dialogues (data sha256 {str(manifest.get('data_sha256'))[:12]}); "
+        f"trained on {manifest.get('n_dialogues')} dialogues"
+        f" (+{manifest.get('n_label_only_dialogues', 0)} for the label heads only; data sha256 {str(manifest.get('data_sha256'))[:12]}); "
         f"artifact: {directory}; inner out-of-fold: {metrics}"
     )
