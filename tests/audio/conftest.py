@@ -12,20 +12,17 @@ from pathlib import Path
 
 import pytest
 
-from guardian.eval.speech import SynthDialogue, synthesize_dialogue
+from guardian.eval.speech import (
+    EXAMPLE_DIALOGUE,
+    EXAMPLE_VOICES,
+    SynthDialogue,
+    synthesize_dialogue,
+)
 
 DATA = Path(__file__).resolve().parent.parent / "data" / "speech"
 
-VOICES = {"Maya": "en-us+m3", "Daniel": "en-gb+f3"}
-
-DIALOGUE = (
-    ("Maya", "You said you would pick me up at six. I waited for an hour in the rain."),
-    ("Daniel", "I never said that. You are overreacting, as usual."),
-    ("Maya", "You texted me this morning, I can show you the message."),
-    ("Daniel", "Honestly, nobody else would put up with you. Know your place."),
-    ("Maya", "That is not fair."),
-    ("Daniel", "If you really loved me, you would stop checking my phone."),
-)
+VOICES = EXAMPLE_VOICES
+DIALOGUE = EXAMPLE_DIALOGUE
 
 
 @pytest.fixture(scope="session")

@@ -199,17 +199,6 @@ def bench_middleware_suite(runs: int) -> Figures:
     return bench_middleware(runs, dialogues=30)
 
 
-#: A two-voice dialogue spoken by espeak-ng for the audio suite (what users' calls sound like, roughly).
-AUDIO_DIALOGUE = (
-    ("Maya", "You said you would pick me up at six. I waited for an hour in the rain."),
-    ("Daniel", "I never said that. You are overreacting, as usual."),
-    ("Maya", "You texted me this morning, I can show you the message."),
-    ("Daniel", "Honestly, nobody else would put up with you. Know your place."),
-    ("Maya", "That is not fair."),
-    ("Daniel", "If you really loved me, you would stop checking my phone."),
-)
-
-
 @suite("audio")
 def bench_audio(runs: int) -> Figures:
     """`listen --fast` on a synthesised mono dialogue: RTF and end of utterance -> assessment."""
@@ -221,11 +210,11 @@ def bench_audio(runs: int) -> Figures:
     from guardian.audio.speakers import EmbeddingSpeakers, SpeakerEncoder
     from guardian.audio.transcribe import Transcriber
     from guardian.detectors import registry
-    from guardian.eval.speech import synthesize_dialogue
+    from guardian.eval.speech import EXAMPLE_DIALOGUE, EXAMPLE_VOICES, synthesize_dialogue
     from guardian.monitor import Monitor
 
     workdir = Path(tempfile.mkdtemp(prefix="guardian-bench-audio-"))
-    synth = synthesize_dialogue(AUDIO_DIALOGUE, {"Maya": "en-gb+f3", "Daniel": "en-us+m3"}, workdir, name="bench")
+    synth = synthesize_dialogue(EXAMPLE_DIALOGUE, EXAMPLE_VOICES, workdir, name="bench")
     transcriber = Transcriber()
     transcriber.warm_up()
     encoder = SpeakerEncoder()

@@ -212,3 +212,16 @@ def synthesize_dialogue(
     write_wav(mono_path, stereo.sum(axis=1))
     write_wav(stereo_path, stereo)
     return SynthDialogue(mono=mono_path, stereo=stereo_path, turns=tuple(spoken), duration=total / SAMPLE_RATE)
+
+
+#: A two-voice dialogue (from examples/gaslighting.txt) that tests and `guardian bench` speak with espeak-ng.
+EXAMPLE_DIALOGUE: tuple[tuple[str, str], ...] = (
+    ("Maya", "You said you would pick me up at six. I waited for an hour in the rain."),
+    ("Daniel", "I never said that. You are overreacting, as usual."),
+    ("Maya", "You texted me this morning, I can show you the message."),
+    ("Daniel", "Honestly, nobody else would put up with you. Know your place."),
+    ("Maya", "That is not fair."),
+    ("Daniel", "If you really loved me, you would stop checking my phone."),
+)
+#: Two clearly different espeak-ng voices, one per speaker of EXAMPLE_DIALOGUE.
+EXAMPLE_VOICES = {"Maya": "en-us+m3", "Daniel": "en-gb+f3"}
