@@ -8,6 +8,7 @@ id of the evaluation fold (maj contains all con dialogues). Examples:
     OMP_NUM_THREADS=1 .venv/bin/python scripts/cv_local.py --data con
     OMP_NUM_THREADS=1 .venv/bin/python scripts/cv_local.py --data maj
     OMP_NUM_THREADS=1 .venv/bin/python scripts/cv_local.py --data con --with-maj --set c_binary=0.5
+    OMP_NUM_THREADS=1 .venv/bin/python scripts/cv_local.py --data con --extra-features intent.npz
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ def main() -> int:
         "--maj-labels", action="store_true", help="add maj-only dialogues to the technique/vulnerability heads only"
     )
     parser.add_argument("--set", action="append", default=[], help="TrainConfig field=value")
+    parser.add_argument(
+        "--extra-features",
+        help=".npz with `ids` and `features` (one row per dialogue id): appended to the dense block",
+    )
     parser.add_argument("--folds", type=int, default=5, help="evaluate only the first N folds")
     parser.add_argument("--seed", type=int, default=17)
     parser.add_argument("--dump", help="write each fold's test predictions and labels to this .npz")
@@ -60,6 +65,14 @@ def main() -> int:
     dialogues = load_mentalmanip(mentalmanip_path(args.data))
     extra = load_mentalmanip(mentalmanip_path("maj")) if (args.with_maj or args.maj_labels) else []
     config = _config(args.set, args.seed)
+    extra_of: dict[str, np.ndarray] = {}
+    if args.extra_features:
+        with np.load(args.extra_features, allow_pickle=False) as npz:
+            extra_of = {str(i): row for i, row in zip(npz["ids"], npz["features"], strict=True)}
+
+    def extra_rows(items: list) -> np.ndarray | None:
+        return np.stack([extra_of[d.id] for d in items]) if extra_of else None
+
     rows = []
     dump: dict[str, np.ndarray] = {}
     for k, (tr, te) in enumerate(mentalmanip_folds(dialogues)[: args.folds]):
@@ -71,9 +84,10 @@ def main() -> int:
         label_only = additions if args.maj_labels else []
         if args.with_maj:
             train_set += additions
-        model = train(train_set, config=config, label_only=label_only)
+        model = train(train_set, config=config, label_only=label_only, extra_features=extra_rows(train_set + label_only))
         test = [dialogues[i] for i in te]
-        pred = model.predict([d.conversation for d in test])
+        inputs = model.block_inputs([d.conversation for d in test], extra=extra_rows(test))
+        pred = model.predict_inputs(*inputs)
         y, t, v = label_matrices(test)
         b = binary_metrics(y == 1, pred.decision)
         tm = multilabel_metrics(t, label_decisions(pred, "techniques"), labels=[x.value for x in TECHNIQUES])

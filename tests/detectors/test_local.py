@@ -241,3 +241,19 @@ def test_label_only_dialogues_never_touch_the_binary_head(subset: Path, tmp_path
     np.testing.assert_array_equal(plain.binary.coef, more.binary.coef)
     assert plain.threshold == more.threshold
     assert not np.array_equal(plain.techniques.coef, more.techniques.coef)
+
+
+def test_extra_features_hook_for_measuring_other_signals(subset: Path, tmp_path: Path) -> None:
+    dialogues = load_mentalmanip(subset)[::2]
+    config = TrainConfig(seed=3, inner_folds=2, embeddings=False, features=SMALL.features)
+    signal = np.array([[float(d.manipulative), 1.0] for d in dialogues])  # a perfect extra signal
+    model = train(dialogues, config=config, extra_features=signal)
+    conversations = [d.conversation for d in dialogues]
+    with pytest.raises(ValueError, match="extra features"):
+        model.predict(conversations)
+    pred = model.predict_inputs(*model.block_inputs(conversations, extra=signal))
+    assert np.mean(pred.decision == signal[:, 0].astype(bool)) > 0.9
+    with pytest.raises(ValueError, match="measurement only"):
+        local_artifact.save(model, tmp_path / "nope")
+    with pytest.raises(ValueError, match="one row per dialogue"):
+        train(dialogues, config=config, extra_features=signal[:3])

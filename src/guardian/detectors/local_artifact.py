@@ -84,6 +84,8 @@ def _versions() -> dict[str, str]:
 
 def save(model: TrainedModel, directory: Path, *, extra_manifest: dict[str, Any] | None = None) -> Path:
     """Write `model` to `directory` (created; files replaced atomically one by one)."""
+    if model.extra_dim:
+        raise ValueError("a model trained with extra features is for measurement only and cannot be saved")
     directory.mkdir(parents=True, exist_ok=True)
     meta, idf = model.featurizer.export()
     arrays: dict[str, np.ndarray] = {

@@ -114,6 +114,8 @@ class TrainedModel:
     technique_ratio: float
     vulnerability_ratio: float
     metrics: dict[str, float] = field(default_factory=dict)
+    #: Columns of caller-supplied extra features appended to the dense block (0 for the product).
+    extra_dim: int = 0
     encoder: Callable[[], UtteranceEncoder] = field(default=shared_encoder, repr=False)
 
     @property
@@ -126,13 +128,21 @@ class TrainedModel:
         return self.tfidf.techniques
 
     def block_inputs(
-        self, conversations: Sequence[Conversation]
+        self, conversations: Sequence[Conversation], *, extra: np.ndarray | None = None
     ) -> tuple[sparse.csr_matrix, np.ndarray | None]:
+        """(TF-IDF matrix, dense block); `extra` columns are appended when the model uses them."""
         x = build_features(conversations, featurizer=self.featurizer)
-        e = embedding_features(conversations, encoder=self.encoder()) if self.embedding is not None else None
+        embedded = self.embedding is not None and self.embedding.binary.coef.shape[1] > self.extra_dim
+        e = embedding_features(conversations, encoder=self.encoder()) if embedded else None
+        if self.extra_dim:
+            if extra is None or extra.shape != (len(conversations), self.extra_dim):
+                raise ValueError(f"this model needs {self.extra_dim} extra feature columns per conversation")
+            e = extra.astype(np.float32) if e is None else np.hstack([e, extra.astype(np.float32)])
         return x, e
 
     def predict(self, conversations: Sequence[Conversation]) -> Predictions:
+        if self.extra_dim:
+            raise ValueError("this model was trained with extra features: use predict_inputs")
         return self.predict_inputs(*self.block_inputs(conversations))
 
     def predict_inputs(self, x: sparse.csr_matrix, e: np.ndarray | None) -> Predictions:
@@ -301,12 +311,18 @@ def train(
     progress: Progress | None = None,
     encoder: UtteranceEncoder | None = None,
     label_only: Sequence[LabelledDialogue] = (),
+    extra_features: np.ndarray | None = None,
 ) -> TrainedModel:
     """Fit the model on `dialogues`; stacking weights and thresholds come from inner out-of-fold scores.
 
     `label_only` dialogues (e.g. MentalManip's maj-only ones) add training examples to
     the technique/vulnerability heads only; they never enter the binary head, the
     stacking or the thresholds, which are all fitted and tuned on `dialogues`.
+
+    `extra_features` (one row per dialogue, then per label-only dialogue) join the
+    dense block: the hook for measuring other signals (e.g. intent features) on the
+    shared folds. Such a model predicts through `predict_inputs` with the same
+    columns appended, and cannot be saved as the product's artifact.
     """
     config = config or TrainConfig()
     report = progress or (lambda _step, _done, _total: None)
@@ -325,6 +341,13 @@ def train(
         enc.preload(cache_file)
         emb = embedding_features(conversations, encoder=enc)
         enc.persist(cache_file)
+    extra_dim = 0
+    if extra_features is not None:
+        extra_features = np.asarray(extra_features, dtype=np.float32)
+        if extra_features.shape[0] != len(conversations):
+            raise ValueError("extra_features need one row per dialogue (dialogues, then label_only)")
+        extra_dim = extra_features.shape[1]
+        emb = extra_features if emb is None else np.hstack([emb, extra_features])
     n_blocks = 2 if emb is not None else 1
     oof_b = np.zeros((n_blocks, len(y)))
     oof_t = np.zeros((n_blocks, n_primary, t.shape[1]))
@@ -372,6 +395,7 @@ def train(
         technique_ratio=t_ratio,
         vulnerability_ratio=v_ratio,
         metrics=metrics,
+        extra_dim=extra_dim,
     )
 
 
