@@ -257,3 +257,22 @@ def test_extra_features_hook_for_measuring_other_signals(subset: Path, tmp_path:
         local_artifact.save(model, tmp_path / "nope")
     with pytest.raises(ValueError, match="one row per dialogue"):
         train(dialogues, config=config, extra_features=signal[:3])
+
+
+def test_shipped_model_names_the_manipulator_and_quotes_him(gaslighting: Conversation) -> None:
+    """The artifact in the package, on a conversation written for guardian (not from the training data)."""
+    monkey = pytest.MonkeyPatch()
+    monkey.setattr(local_artifact, "candidates", lambda: [local_artifact.shipped_artifact_dir()])
+    try:
+        detector = LocalModelDetector()
+        flagged = detector.analyze(gaslighting)
+        benign = detector.analyze(
+            Conversation.from_pairs([("Ann", "Shall we get lunch at noon?"), ("Ben", "Sure, the usual place?")])
+        )
+    finally:
+        monkey.undo()
+    assert flagged.decision
+    assert flagged.manipulator == "Daniel"
+    assert {f.speaker for f in flagged.findings} == {"Daniel"}
+    assert any(ev.quote == "I never said that." for f in flagged.findings for ev in f.evidence)
+    assert not benign.decision
