@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import platform
 import sys
 import time
@@ -103,7 +104,7 @@ def save(model: TrainedModel, directory: Path, *, extra_manifest: dict[str, Any]
     featurizer_path = directory / FEATURIZER
     weights_path = directory / WEIGHTS
     _atomic_write(featurizer_path, json.dumps(meta, ensure_ascii=False).encode("utf-8"))
-    tmp = weights_path.with_suffix(".tmp.npz")
+    tmp = weights_path.with_name(f"weights.{os.getpid()}.tmp.npz")
     np.savez_compressed(tmp, **arrays)  # type: ignore[arg-type]
     tmp.replace(weights_path)
     manifest = {
@@ -126,7 +127,7 @@ def save(model: TrainedModel, directory: Path, *, extra_manifest: dict[str, Any]
 
 
 def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_suffix(path.suffix + ".tmp")
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     tmp.write_bytes(data)
     tmp.replace(path)
 

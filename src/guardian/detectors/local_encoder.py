@@ -11,6 +11,7 @@ that `guardian train` and cross-validation embed the corpus only once.
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -131,10 +132,15 @@ class UtteranceEncoder:
         with self._lock:
             keys = np.array(list(self._cache), dtype="<U40")
             vectors = np.stack(list(self._cache.values())) if self._cache else np.zeros((0, DIM), np.float32)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp.npz")
-        np.savez(tmp, keys=keys, vectors=vectors)
-        tmp.replace(path)
+        # Best effort: a cache that cannot be written only costs time on the next run. The
+        # temporary name is private to this process, so concurrent trainings never collide.
+        tmp = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp.npz")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(tmp, keys=keys, vectors=vectors)
+            tmp.replace(path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
 
 
 def embedding_cache_file() -> Path:
