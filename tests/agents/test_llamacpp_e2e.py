@@ -9,7 +9,6 @@ judgement, which is poor. About a minute on a busy 2-core machine (a ~950-token 
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Iterator
 from typing import Any
 
@@ -18,16 +17,11 @@ import pytest
 from guardian.agents.manipulation import LLMDetector
 from guardian.config import LLMSettings
 from guardian.conversation import Conversation
+from tests.netutil import free_port
 
 from .injection_cases import CASES
 
 pytestmark = [pytest.mark.slow, pytest.mark.enable_socket, pytest.mark.allow_hosts(["127.0.0.1"])]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +43,7 @@ def server() -> Iterator[str]:
     params.cpuparams.n_threads = 1
     params.cpuparams_batch.n_threads = 1
     params.hostnames = ["127.0.0.1"]
-    params.port = _free_port()
+    params.port = free_port()
     params.warmup = False
     params.verbosity = 0
     srv = xllamacpp.Server(params)

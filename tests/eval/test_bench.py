@@ -20,6 +20,7 @@ def test_latency_runs_report_medians_of_runs() -> None:
     assert figures["runs"] == 5
 
 
+@pytest.mark.slow
 def test_detect_suite_in_process() -> None:
     figures = run_suite("detect", runs=5)
     assert "error" not in figures, figures

@@ -18,14 +18,9 @@ import pytest
 
 from guardian.eval.datasets import load_mentalmanip
 from guardian.retrieval.store import ExampleStore
+from tests.netutil import free_port
 
 pytestmark = [pytest.mark.slow, pytest.mark.enable_socket, pytest.mark.allow_hosts(["127.0.0.1"])]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -36,7 +31,7 @@ def chroma_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         if found is None:
             pytest.skip("the `chroma` server command (from the chromadb wheel) is not installed")
         exe = Path(found)
-    port = _free_port()
+    port = free_port()
     data = tmp_path_factory.mktemp("chroma-server")
     proc = subprocess.Popen(
         [str(exe), "run", "--path", str(data), "--host", "127.0.0.1", "--port", str(port)],
