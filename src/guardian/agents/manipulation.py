@@ -13,6 +13,7 @@ and counted (`ungrounded`), never shown.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import Counter
 from collections.abc import Sequence
@@ -49,6 +50,8 @@ from guardian.findings import Assessment, DetectorError, Finding
 from guardian.taxonomy import Technique, Vulnerability
 
 # -- the answer schema ----------------------------------------------------------------------
+
+log = logging.getLogger(__name__)
 
 
 def _as_bool(value: Any) -> Any:
@@ -351,7 +354,12 @@ class LLMDetector(Detector):
                 self._store = None
         if self._store is None:
             return []
-        examples = self._store.query(window, manipulative=pos, other=neg, exclude_split=exclude_split)
+        try:
+            examples = self._store.query(window, manipulative=pos, other=neg, exclude_split=exclude_split)
+        except Exception as exc:  # store deleted or corrupted mid-session: go on zero-shot
+            log.warning("example store unavailable (%s: %s); answering without examples", type(exc).__name__, exc)
+            self._store = None
+            return []
         return [Shot(e.text, e.manipulative, e.techniques, e.vulnerabilities) for e in examples]
 
     # -- consulting ---------------------------------------------------------------------
