@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING, Any
 
 from guardian.detectors.base import Detector
 from guardian.errors import GuardianError, InputError
@@ -35,6 +35,9 @@ from guardian.watch_sources import (
 
 #: Replay speed (turns per second) in the TUI when neither --speed nor --instant is given.
 DEFAULT_TUI_SPEED = 1.0
+
+if TYPE_CHECKING:
+    from textual.app import App
 
 
 @dataclass(frozen=True, slots=True)
@@ -316,7 +319,11 @@ def run_watch(options: WatchOptions) -> int:
         return asyncio.run(run_headless(session))
     from guardian.tui.app import GuardianApp
 
-    app = GuardianApp(session)
+    return run_tui(GuardianApp(session), session)
+
+
+def run_tui(app: App[Any], session: WatchSession) -> int:
+    """Run a session's TUI to the end, then close the session and say where its log is."""
     try:
         app.run()
     finally:

@@ -28,7 +28,7 @@ from guardian.audio.vad import VadConfig
 from guardian.errors import InputError
 from guardian.events import ErrorRaised, Event, to_dict
 from guardian.monitor import Monitor
-from guardian.watch import WatchSession, load_detectors
+from guardian.watch import WatchSession, load_detectors, run_tui
 from guardian.watch_sources import Pacer, SourceItem
 
 
@@ -203,11 +203,4 @@ def run_listen(options: ListenOptions, *, headless: bool) -> int:
         return asyncio.run(run_listen_headless(session))
     from guardian.tui.listen_app import ListenApp
 
-    app = ListenApp(session)
-    try:
-        app.run()
-    finally:
-        session.close()
-    if session.log is not None:
-        print(f"session log: {session.log.path}", file=sys.stderr)
-    return 0
+    return run_tui(ListenApp(session), session)
