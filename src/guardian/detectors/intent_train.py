@@ -34,6 +34,7 @@ from guardian.detectors.intent_model import (
 from guardian.errors import InputError
 from guardian.eval.datasets import FaceActUtterance, faceacts_path, file_sha256, load_faceacts
 from guardian.eval.folds import conversation_folds
+from guardian.sentence_encoder import SentenceEncoder
 from guardian.taxonomy import PERSUASION_INTENTIONS, FaceAct
 
 #: Class weights are (n / (k * count)) ** power: rare acts (hpos-, sneg+, spos-) count more.
@@ -71,7 +72,7 @@ def fit(
     rows: Sequence[FaceActUtterance],
     *,
     config: FeatureConfig | None = None,
-    encoder: Encoder | None = None,
+    encoder: SentenceEncoder | None = None,
     meta: dict[str, Any] | None = None,
 ) -> IntentModel:
     """Train on `rows` (whole conversations). Deterministic for the same data and config."""
@@ -124,7 +125,7 @@ def cross_validate(
     rows: Sequence[FaceActUtterance],
     *,
     config: FeatureConfig | None = None,
-    encoder: Encoder | None = None,
+    encoder: SentenceEncoder | None = None,
     k: int = 5,
 ) -> OutOfFold:
     rows = list(rows)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
@@ -32,6 +33,7 @@ from guardian.detectors.local_features import speaker_ranks
 from guardian.detectors.local_train import (
     TECHNIQUES,
     VULNERABILITIES,
+    Predictions,
     Progress,
     TrainedModel,
     tqdm_progress,
@@ -118,32 +120,54 @@ class LocalModelDetector(Detector):
     # -- analysis --------------------------------------------------------------------------------
 
     def analyze(self, window: Conversation) -> Assessment:
-        if not window.turns or not any(t.text.strip() for t in window.turns):
-            return self.empty(window)
+        return self.analyze_batch([window])[0]
+
+    def analyze_batch(self, windows: Sequence[Conversation]) -> list[Assessment]:
+        """All windows through the model at once: one batched MiniLM pass, one TF-IDF matrix."""
         started = time.perf_counter()
-        model = self.model()
-        threshold = self.threshold
-        pred = model.predict([window])
-        probability = float(pred.probability[0])
+        live = [n for n, w in enumerate(windows) if w.turns and any(t.text.strip() for t in w.turns)]
+        out = [self.empty(w) for w in windows]
+        if live:
+            model = self.model()
+            threshold = self.threshold
+            pred = model.predict([windows[n] for n in live])
+            candidates = [_candidates(windows[n]) for n in live]
+            scored = self._score_sentences(model, [windows[n] for n in live], candidates)
+            done = [self._assess(windows[n], pred, row, threshold, candidates[row], scored[row])
+                    for row, n in enumerate(live)]
+            elapsed = (time.perf_counter() - started) * 1000 / len(live)
+            for n, assessment in zip(live, done, strict=True):
+                out[n] = assessment.model_copy(update={"latency_ms": elapsed})
+        return out
+
+    def _assess(
+        self,
+        window: Conversation,
+        pred: Predictions,
+        row: int,
+        threshold: float,
+        candidates: list[_Candidate],
+        scored: tuple[np.ndarray, np.ndarray],
+    ) -> Assessment:
+        probability = float(pred.probability[row])
         decision = probability >= threshold
-        techniques = {t: float(pred.techniques[0, j]) for j, t in enumerate(TECHNIQUES)}
-        vulnerabilities = {v: float(pred.vulnerabilities[0, j]) for j, v in enumerate(VULNERABILITIES)}
+        techniques = {t: float(pred.techniques[row, j]) for j, t in enumerate(TECHNIQUES)}
+        vulnerabilities = {v: float(pred.vulnerabilities[row, j]) for j, v in enumerate(VULNERABILITIES)}
         findings: tuple[Finding, ...] = ()
         manipulator: str | None = None
-        candidates = _candidates(window)
         if candidates:
-            scores, label_scores = self._score_sentences(model, window, candidates)
+            scores, label_scores = scored
             manipulator = _likely_manipulator(candidates, scores)
             if decision:
-                reported = [j for j in range(len(TECHNIQUES)) if pred.technique_decisions[0, j]]
+                reported = [j for j in range(len(TECHNIQUES)) if pred.technique_decisions[row, j]]
                 if not reported:  # a manipulative verdict always names its most likely tactic
-                    reported = [int(np.argmax(pred.techniques[0]))]
-                vulns = tuple(v for j, v in enumerate(VULNERABILITIES) if pred.vulnerability_decisions[0, j])
+                    reported = [int(np.argmax(pred.techniques[row]))]
+                vulns = tuple(v for j, v in enumerate(VULNERABILITIES) if pred.vulnerability_decisions[row, j])
                 findings = tuple(
                     self._finding(
-                        j, float(pred.techniques[0, j]), candidates, scores, label_scores, manipulator, vulns
+                        j, float(pred.techniques[row, j]), candidates, scores, label_scores, manipulator, vulns
                     )
-                    for j in sorted(reported, key=lambda j: -pred.techniques[0, j])
+                    for j in sorted(reported, key=lambda j: -pred.techniques[row, j])
                 )
         return Assessment(
             conversation_id=window.id,
@@ -156,38 +180,51 @@ class LocalModelDetector(Detector):
             findings=findings,
             manipulator=manipulator if decision else None,
             detectors=(self.name,),
-            latency_ms=(time.perf_counter() - started) * 1000,
         )
 
     def _score_sentences(
-        self, model: TrainedModel, window: Conversation, candidates: list[_Candidate]
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """Manipulation logit and technique logits of each sentence alone, in its speaker's role.
+        self, model: TrainedModel, windows: Sequence[Conversation], candidates: Sequence[list[_Candidate]]
+    ) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Per window: manipulation logit and technique logits of each sentence alone, in its speaker's role.
 
-        Scores are cached by (model, role, sentence): a sliding window re-scores only the new turn.
+        Scores are cached by (model, role, sentence): a sliding window re-scores only the
+        new turn, and a batch scores all its new sentences in one sparse matrix.
         """
-        ranks = speaker_ranks(window)
-        texts = [f"Person{ranks[c.turn.speaker] + 1}: {c.span.text}" for c in candidates]
+        texts: list[list[str]] = []
+        for window, cands in zip(windows, candidates, strict=True):
+            ranks = speaker_ranks(window)
+            texts.append([f"Person{ranks[c.turn.speaker] + 1}: {c.span.text}" for c in cands])
+        key = id(model)
         with self._cache_lock:
-            missing = list(dict.fromkeys(t for t in texts if (id(model), t) not in self._sentence_cache))
+            missing = list(
+                dict.fromkeys(t for ts in texts for t in ts if (key, t) not in self._sentence_cache)
+            )
+        fresh: dict[str, tuple[float, np.ndarray]] = {}
         if missing:
             x = model.featurizer.transform(missing)
             binary = model.binary.logits(x)[:, 0]
             labels = model.techniques.logits(x)
+            fresh = {text: (float(binary[n]), labels[n]) for n, text in enumerate(missing)}
             with self._cache_lock:
-                for n, text in enumerate(missing):
-                    self._sentence_cache[(id(model), text)] = (float(binary[n]), labels[n])
+                for text, value in fresh.items():
+                    self._sentence_cache[(key, text)] = value
                 while len(self._sentence_cache) > _SENTENCE_CACHE:
                     self._sentence_cache.popitem(last=False)
-        with self._cache_lock:
-            rows = [self._sentence_cache.get((id(model), t)) for t in texts]
-        if any(r is None for r in rows):  # evicted meanwhile: score directly
-            x = model.featurizer.transform(texts)
-            return model.binary.logits(x)[:, 0], model.techniques.logits(x)
-        return (
-            np.array([r[0] for r in rows if r is not None]),
-            np.vstack([r[1] for r in rows if r is not None]),
-        )
+        out: list[tuple[np.ndarray, np.ndarray]] = []
+        n_labels = len(TECHNIQUES)
+        for ts in texts:
+            with self._cache_lock:
+                rows = [fresh.get(t) or self._sentence_cache.get((key, t)) for t in ts]
+            if any(r is None for r in rows):  # evicted meanwhile: score directly
+                x = model.featurizer.transform(ts)
+                out.append((model.binary.logits(x)[:, 0], model.techniques.logits(x)))
+                continue
+            kept = [r for r in rows if r is not None]
+            out.append((
+                np.array([r[0] for r in kept], dtype=np.float32),
+                np.vstack([r[1] for r in kept]) if kept else np.zeros((0, n_labels), np.float32),
+            ))
+        return out
 
     def _finding(
         self,

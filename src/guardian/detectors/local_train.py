@@ -337,7 +337,7 @@ def train(
     if config.embeddings:
         report("embedding utterances (MiniLM)", 0, total)
         enc = encoder or shared_encoder()
-        cache_file = embedding_cache_file()
+        cache_file = embedding_cache_file(enc)
         enc.preload(cache_file)
         emb = embedding_features(conversations, encoder=enc)
         enc.persist(cache_file)

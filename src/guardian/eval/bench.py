@@ -143,9 +143,9 @@ def _detector_suite(name: str, runs: int, *, window: int = 10) -> Figures:
     figures: Figures = {"detector": name, "window_turns": window, "per_turn": latency_runs(per_turn, runs=runs)}
 
     def whole_dialogues() -> int:
+        """50 unseen dialogues as one batch (`analyze_batch`: what `guardian eval` and a file scan do)."""
         batch = fresh.dialogues(50)
-        for d in batch:
-            detector.analyze(d)
+        detector.analyze_batch(batch)
         return len(batch)
 
     figures["batch_dialogues_per_s"] = throughput_runs(whole_dialogues, runs=runs)

@@ -36,6 +36,7 @@ def evaluate_dialogues(
     model = detector.model()
     decisions: list[bool] = []
     latencies: list[float] = []
+    # Dialogues one at a time: `latency_ms_p50` is what one user waits for one verdict.
     for d in tqdm(dialogues, desc="evaluating", disable=not show_progress, leave=False):
         started = time.perf_counter()
         assessment = detector.analyze(d.conversation)

