@@ -132,14 +132,16 @@ def run_source(
 
 def detection_on_audio(
     count: int, *, transcriber: Transcriber, encoder: SpeakerEncoder, vad: VadConfig, threshold: float,
-    detector_names: list[str], workdir: Path,
+    detector_names: list[str], workdir: Path, csv: Path | None = None,
 ) -> dict[str, object]:
     """Dialogue-level accuracy of the detectors on MentalManip text vs the same dialogues spoken.
 
     A dialogue counts as flagged when any turn's assessment decides "manipulative" or
-    carries a finding. Dialogues: `count` from mentalmanip_con (half manipulative),
-    in a fixed pseudo-random order; use detectors that never trained on them (the
-    key-phrase matcher trains on nothing).
+    carries a finding. Dialogues: `count` from mentalmanip_con or `csv` (half
+    manipulative), in a fixed pseudo-random order; use detectors that never trained
+    on them: the key-phrase matcher trains on nothing; for the local model pass a
+    held-out fold as `csv` and point GUARDIAN_LOCAL__ARTIFACT_DIR at a model trained
+    on the other folds (`guardian train --data`).
     """
     import hashlib
 
@@ -147,7 +149,7 @@ def detection_on_audio(
     from guardian.monitor import Monitor
     from guardian.watch import load_detectors
 
-    dialogues = sorted(load_mentalmanip(mentalmanip_path("con")), key=lambda d: hashlib.sha256(d.id.encode()).hexdigest())
+    dialogues = sorted(load_mentalmanip(csv or mentalmanip_path("con")), key=lambda d: hashlib.sha256(d.id.encode()).hexdigest())
     chosen = [d for d in dialogues if d.manipulative][: count // 2] + [d for d in dialogues if not d.manipulative][: count - count // 2]
     detectors, _ = load_detectors(detector_names)
 
@@ -229,6 +231,10 @@ def main() -> int:
     parser.add_argument("--no-sources", action="store_true", help="skip the clips and espeak dialogues")
     parser.add_argument(
         "--mentalmanip", type=int, default=0, help="also compare detection on N spoken MentalManip dialogues vs text"
+    )
+    parser.add_argument(
+        "--mentalmanip-csv", type=Path, default=None,
+        help="MentalManip-format CSV to draw those dialogues from (a fold the detectors never trained on)",
     )
     args = parser.parse_args()
 
@@ -327,7 +333,7 @@ def main() -> int:
     if args.mentalmanip:
         report["detection_on_audio"] = detection_on_audio(
             args.mentalmanip, transcriber=transcriber, encoder=encoder, vad=VadConfig(silence_s=args.silence[0]),
-            threshold=threshold, detector_names=detectors or ["keyphrases"], workdir=tmp,
+            threshold=threshold, detector_names=detectors or ["keyphrases"], workdir=tmp, csv=args.mentalmanip_csv,
         )
     json.dump(report, sys.stdout, indent=1)
     sys.stdout.write("\n")

@@ -28,3 +28,13 @@ def test_speaker_accuracy_uses_the_best_name_mapping() -> None:
     assert speaker_word_accuracy(ref, [("S1", "one two three four five")]) == pytest.approx(0.6)
     # missing words count as wrong
     assert speaker_word_accuracy(ref, [("S1", "one two three")]) == pytest.approx(0.6)
+
+
+def test_a_line_that_looks_like_options_is_still_spoken(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """MentalManip has turns like "-- He killed people --"; espeak-ng must not read them as flags."""
+    from guardian.eval.speech import synthesize_dialogue
+
+    synth = synthesize_dialogue(
+        [("A", "-- He killed people --"), ("B", "-v is not a voice here.")], {"A": "en-us+m3", "B": "en-gb+f3"}, tmp_path
+    )
+    assert synth.mono.stat().st_size > 16000 * 2  # more than a second of 16-bit audio

@@ -146,9 +146,11 @@ def require_tools() -> None:
 
 def _speak(text: str, voice: str, path: Path, *, speed: int) -> np.ndarray:
     raw = path.with_suffix(".raw.wav")
+    # The text goes in on stdin: a line like "-- He killed people --" on the command line
+    # is read as options, and espeak-ng then writes no audio.
     subprocess.run(
-        ["espeak-ng", "-v", voice, "-s", str(speed), "-w", str(raw), text],
-        check=True, capture_output=True,
+        ["espeak-ng", "-v", voice, "-s", str(speed), "-w", str(raw), "--stdin"],
+        input=text.encode("utf-8"), check=True, capture_output=True,
     )
     subprocess.run(
         ["sox", str(raw), "-r", str(SAMPLE_RATE), "-c", "1", "-b", "16", str(path)],
