@@ -75,3 +75,22 @@ def test_fitted_window_matches_the_full_window_on_real_speech(transcriber: Trans
     full_text = full.transcribe(turn).text
     assert fitted_text
     assert word_errors(full_text, fitted_text).wer <= 0.1
+
+
+@pytest.mark.slow
+def test_a_backend_that_refuses_short_windows_falls_back_to_the_standard_one(
+    transcriber: Transcriber, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Some CTranslate2 builds insist on 3000 frames: the utterance is still transcribed, and later ones go straight there."""
+    import numpy as np
+
+    local = Transcriber(cpu_threads=2)
+    monkeypatch.setattr(local, "load", lambda: transcriber.load())
+
+    def refuse(*_: object) -> None:
+        raise ValueError("Invalid input features shape: expected an input with shape (1, 80, 3000)")
+
+    monkeypatch.setattr(local, "_fitted", refuse)
+    audio = decode_file(DATA / "85514499_composed_amanda_mark.mp3")[:, 0][: int(8.0 * 16000)]
+    assert local.transcribe(audio.astype(np.float32)).text
+    assert local.fitted_window is False

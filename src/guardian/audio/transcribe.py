@@ -21,6 +21,7 @@ or a model name that is already in the local Hugging Face cache.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 import time
@@ -31,6 +32,8 @@ from typing import Any
 import numpy as np
 
 from guardian.errors import ModelUnavailable
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -128,7 +131,13 @@ class Transcriber:
         started = time.perf_counter()
         samples = samples.astype(np.float32, copy=False)
         if self.fitted_window and len(samples) <= FITTED_MAX_S * SAMPLE_RATE:
-            fitted = self._fitted(model, samples)
+            try:
+                fitted = self._fitted(model, samples)
+            except (RuntimeError, ValueError) as exc:
+                # A model or CTranslate2 build that only takes the full 30 s window: use it from now on.
+                log.info("fitted encoder window unavailable (%s); using Whisper's standard window", exc)
+                self.fitted_window = False
+                fitted = None
             if fitted is not None:
                 text, no_speech = fitted
                 return Transcript(text=text, compute_s=time.perf_counter() - started, no_speech_prob=no_speech)
