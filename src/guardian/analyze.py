@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict
@@ -61,28 +62,69 @@ def load_input(file: str, *, input_format: str) -> Conversation:
     return read_transcript(file, input_format=input_format, max_bytes=max_bytes, max_turn_chars=s.max_turn_chars)
 
 
+#: Windows handed to a detector's `analyze_batch` at once (the local model encodes their new turns in one pass).
+BATCH = 64
+
+
 def assess_turns(
-    conversation: Conversation, detectors: Sequence[Detector], *, window: int
+    conversation: Conversation,
+    detectors: Sequence[Detector],
+    *,
+    window: int,
+    progress: Callable[[int], None] | None = None,
 ) -> list[Assessment]:
-    """Per-turn assessments; a failing detector is recorded in the assessment, never raised."""
-    out = []
-    for turn in conversation.turns:
-        view = conversation.upto(turn.index).window(window)
-        started = time.perf_counter()
-        parts = []
+    """Per-turn assessments; a failing detector is recorded in the assessment, never raised.
+
+    Each detector sees the windows in batches (`Detector.analyze_batch`); `progress` is
+    called with the number of turns finished as each batch completes.
+    """
+    turns = conversation.turns
+    merged: list[Assessment] = []
+    for first in range(0, len(turns), BATCH):
+        chunk = turns[first : first + BATCH]
+        views = [conversation.upto(turn.index).window(window) for turn in chunk]
+        parts: list[list[Assessment]] = [[] for _ in chunk]
+        latency = [0.0] * len(chunk)
         for detector in detectors:
-            try:
-                parts.append(detector.analyze(view))
-            except Exception as exc:  # a detector bug must not lose the other detectors' verdicts
-                parts.append(
-                    Assessment(
-                        conversation_id=conversation.id,
-                        turn=turn.index,
-                        errors=(DetectorError(detector=detector.name, message=f"{type(exc).__name__}: {exc}"),),
-                    )
+            started = time.perf_counter()
+            results = _batch(detector, views)
+            share = (time.perf_counter() - started) * 1000 / len(chunk)
+            for n, result in enumerate(results):
+                parts[n].append(result)
+                latency[n] += share
+        for n, turn in enumerate(chunk):
+            merged.append(
+                Assessment.merge(
+                    parts[n], conversation_id=conversation.id, turn=turn.index, latency_ms=round(latency[n], 3)
                 )
-        latency = (time.perf_counter() - started) * 1000
-        out.append(Assessment.merge(parts, conversation_id=conversation.id, turn=turn.index, latency_ms=round(latency, 3)))
+            )
+        if progress is not None:
+            progress(len(merged))
+    return merged
+
+
+def _batch(detector: Detector, views: Sequence[Conversation]) -> list[Assessment]:
+    """The detector's verdicts on `views`; when the batch fails, window by window so one bad
+    window costs only its own verdict (recorded as an error), never the others'."""
+    try:
+        results = detector.analyze_batch(views)
+        if len(results) == len(views):
+            return results
+    except Exception:  # isolated below, window by window
+        pass
+    out = []
+    for view in views:
+        try:
+            out.append(detector.analyze(view))
+        except Exception as exc:  # a detector bug must not lose the other detectors' verdicts
+            last = view.turns[-1].index if view.turns else -1
+            out.append(
+                Assessment(
+                    conversation_id=view.id,
+                    turn=last,
+                    errors=(DetectorError(detector=detector.name, message=f"{type(exc).__name__}: {exc}"),),
+                )
+            )
     return out
 
 
@@ -99,7 +141,10 @@ def run_analyze(
     conversation = load_input(file, input_format=input_format)
     names = detectors.split(",") if detectors else registry.default_names()
     active = registry.create_many(names)
-    assessments = assess_turns(conversation, active, window=window or settings().monitor.window)
+    with _progress_bar(len(conversation.turns)) as progress:
+        assessments = assess_turns(
+            conversation, active, window=window or settings().monitor.window, progress=progress
+        )
     console = Console(soft_wrap=True, highlight=False)
     if output_format is OutputFormat.JSON:
         report = AnalyzeReport(
@@ -116,6 +161,22 @@ def run_analyze(
         sys.stdout.write(render_markdown(conversation, assessments))
     else:
         render_text(console, conversation, assessments)
+
+
+@contextmanager
+def _progress_bar(total: int) -> Iterator[Callable[[int], None] | None]:
+    """A bar on stderr for long transcripts in a terminal; nothing in pipes, CI or short files."""
+    if total < 2 * BATCH or not sys.stderr.isatty():
+        yield None
+        return
+    from tqdm import tqdm
+
+    with tqdm(total=total, desc="assessing turns", unit="turn", file=sys.stderr, leave=False) as bar:
+
+        def advance(done: int) -> None:
+            bar.update(done - bar.n)
+
+        yield advance
 
 
 def highlighted(text: str, spans: Sequence[tuple[int, int]], *, style: str = "bold black on yellow") -> Text:
