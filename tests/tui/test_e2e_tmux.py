@@ -96,3 +96,49 @@ def test_guardian_watch_shows_a_highlighted_quote_in_a_real_terminal(tmp_path: P
     finally:
         subprocess.run([*tmux, "kill-server"], capture_output=True)
     assert '"type":"finding"' in log.read_text(encoding="utf-8")
+
+
+def test_guardian_watch_exits_when_its_terminal_is_killed(tmp_path: Path) -> None:
+    """A terminal can hang up without a SIGHUP reaching guardian (`make run` in a tmux pane that is
+    killed: make keeps it; here the shell ignores it, as nohup does): guardian must notice and quit,
+    not spin on end-of-file in the background (measured before the fix: a full core for 36 minutes)."""
+    if shutil.which("tmux") is None:
+        pytest.skip("tmux is not installed (scripts/setup.sh installs it)")
+    guardian = Path(sys.executable).parent / "guardian"
+    socket = f"guardian-e2e-hup-{os.getpid()}"
+    tmux = ["tmux", "-L", socket]
+    pid_file = tmp_path / "pid"
+    command = (
+        f"env GUARDIAN_DATA_DIR={tmp_path} GUARDIAN_CONFIG_DIR={tmp_path} TERM=xterm-256color "
+        f"sh -c 'trap \"\" HUP; echo $$ > {pid_file}; exec {guardian} watch examples/gaslighting.txt --instant "
+        f"--detectors keyphrases --log {tmp_path / 'session.jsonl'}'"
+    )
+    subprocess.run([*tmux, "new-session", "-d", "-s", "e2e", "-x", "80", "-y", "24", "-c", str(REPO), command],
+                   check=True)
+    pid = 0
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            screen = subprocess.run([*tmux, "capture-pane", "-p", "-t", "e2e"], capture_output=True, text=True).stdout
+            if "replay finished" in screen:
+                break
+            time.sleep(0.3)
+        assert "replay finished" in screen, screen
+        pid = int(pid_file.read_text().strip())
+    finally:
+        subprocess.run([*tmux, "kill-server"], capture_output=True)
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline and _running(pid):
+        time.sleep(0.2)
+    alive = _running(pid)
+    if alive:
+        os.kill(pid, 9)
+    assert not alive, "guardian kept running after its terminal went away"
+
+
+def _running(pid: int) -> bool:
+    """Alive and not a zombie (an exited child not yet reaped by its parent)."""
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False

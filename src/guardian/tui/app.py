@@ -31,6 +31,7 @@ from guardian.tui.messages import FindingChosen, MonitorEvent
 from guardian.tui.risk_trend import RiskTrend
 from guardian.tui.similar import SimilarLookup, similar_examples
 from guardian.tui.status_bar import StatusBar
+from guardian.tui.terminal import controlling_fd, terminal_gone
 from guardian.tui.transcript import Transcript
 from guardian.watch import WatchSession
 from guardian.watch_sources import Pacer
@@ -49,6 +50,8 @@ class GuardianApp(App[None]):
     # Absolute, so that subclasses in other modules (e.g. the audio app) find it too.
     CSS_PATH = str(Path(__file__).with_name("guardian.tcss"))
     TITLE = "guardian"
+    #: Seconds between checks that the terminal is still there (see guardian.tui.terminal).
+    TERMINAL_CHECK_S: ClassVar[float] = 1.0
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]  # noqa: RUF012 - Textual declares it so
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("f1,question_mark", "help", "Help"),
@@ -63,6 +66,7 @@ class GuardianApp(App[None]):
         super().__init__()
         self.session = session
         self.similar = similar
+        self._terminal_fd: int | None = None
         self.pacer = Pacer(interval=session.interval)
         self.events: list[Event] = []
         self.latencies: list[LatencySample] = []
@@ -108,7 +112,15 @@ class GuardianApp(App[None]):
             self._show_event(event)
         if self.chat_mode:
             self.query_one("#chat-text").focus()
+        self._terminal_fd = controlling_fd()
+        if self._terminal_fd is not None:
+            self.set_interval(self.TERMINAL_CHECK_S, self._quit_if_terminal_gone)
         self.run_session()
+
+    async def _quit_if_terminal_gone(self) -> None:
+        if self._terminal_fd is not None and terminal_gone(self._terminal_fd):
+            self._terminal_fd = None
+            await self.action_quit()
 
     # --- the session --------------------------------------------------------------------------
 
