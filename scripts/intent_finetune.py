@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from finetune_common import fit
 
 import guardian  # noqa: F401  (offline environment defaults)
 from guardian.detectors.intent_model import Utterance
@@ -141,38 +142,12 @@ def main() -> int:
         weight = torch.tensor([weights.get(str(c), 1.0) for c in classes], dtype=torch.float32)
         torch.manual_seed(17 + f)
         model = Head()
-        opt = torch.optim.AdamW(
+        fit(
+            model,
             [{"params": model.layers.parameters(), "lr": args.lr}, {"params": model.out.parameters(), "lr": args.head_lr}],
-            weight_decay=0.01,
+            train, epochs=args.epochs, size=32, length=lambda i: states[i].shape[0], make_batch=batch, labels=y,
+            seed=17 + f, tag=f"fold {f}", weight=weight,
         )
-        steps = args.epochs * ((len(train) + 31) // 32)
-
-        def schedule(step: int, total: int = steps) -> float:
-            return min(1.0, step / (0.06 * total)) * max(0.0, (total - step) / total)
-
-        sched = torch.optim.lr_scheduler.LambdaLR(opt, schedule)
-        rng = np.random.default_rng(17 + f)
-        started = time.time()
-        for epoch in range(args.epochs):
-            model.train()
-            perm = rng.permutation(train)
-            total = 0.0
-            for c in range(0, len(perm), 32 * 20):  # length-bucketed batches, shuffled
-                chunk = sorted(perm[c : c + 32 * 20], key=lambda i: states[i].shape[0])
-                batches = [chunk[i : i + 32] for i in range(0, len(chunk), 32)]
-                rng.shuffle(batches)
-                for b in batches:
-                    hidden, mask = batch(b)
-                    with torch.autocast("cpu", dtype=torch.bfloat16):
-                        logits = model(hidden, mask)
-                    loss = torch.nn.functional.cross_entropy(logits.float(), torch.tensor(y[b]), weight=weight)
-                    opt.zero_grad()
-                    loss.backward()
-                    opt.step()
-                    sched.step()
-                    total += float(loss.item())
-            print(f"fold {f} epoch {epoch} loss {total:.1f} {time.time() - started:.0f}s", file=sys.stderr)
-        model.eval()
         with torch.inference_mode():
             order = sorted(test, key=lambda i: states[i].shape[0])
             for s in range(0, len(order), 64):
