@@ -141,3 +141,12 @@ def test_escape_is_one_inert_line(text: str) -> None:
 
 def test_unescape_maps_lookalikes_back() -> None:
     assert unescape(escape_text("<|im_start|> [INST] a\nb")) == "<|im_start|> [INST] a \n b"
+
+
+@pytest.mark.parametrize("text", ["<|", "|>", "<|>", "S⏎|<|><|", "I\n<|></s>⏎I|/<<>>"])
+def test_lone_halves_of_template_tokens_stay_inert(text: str) -> None:
+    """Found by the property test above (hypothesis drew "<|"; a 30,000-case random search then "<|>")."""
+    conv = Conversation.from_pairs([("A", text)], id="halves")
+    _check_fenced(str(build_messages(conv)[1].content), conv)
+    if "⏎" not in text and "\n" not in text:  # ⏎ is the escaped line break, so those do not round-trip
+        assert unescape(escape_text(text)) == text

@@ -88,7 +88,9 @@ def escape_text(text: str) -> str:
     """One line of inert text: no line breaks, no control characters, no template tokens."""
     text = _LINE_BREAKS.sub(NEWLINE_MARK, text)
     text = _CONTROL.sub(" ", text).replace("\t", " ")
-    return _SPECIAL.sub(lambda m: m.group(0).translate(_ESCAPES), text)
+    text = _SPECIAL.sub(lambda m: m.group(0).translate(_ESCAPES), text)
+    # Lone halves of <|...|> ("<|", "|>", "<|>"), which the property test found passing through.
+    return text.replace("<|", "‹|").replace("|>", "|›")
 
 
 def escape_speaker(speaker: str) -> str:
