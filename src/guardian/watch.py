@@ -324,9 +324,29 @@ def run_watch(options: WatchOptions) -> int:
 
 def run_tui(app: App[Any], session: WatchSession) -> int:
     """Run a session's TUI to the end, then close the session and say where its log is."""
+    from guardian.tui.terminal import HangupWatch, controlling_fd
+
+    fd = controlling_fd()
+    watch = None
+    if fd is not None:
+
+        def ask_to_exit() -> None:
+            try:
+                app.call_from_thread(app.exit)
+            except RuntimeError:  # the app already stopped
+                pass
+
+        def give_up() -> None:
+            # The terminal is gone and the app is stuck writing to it: every event is already
+            # flushed to the session log, so end here (128 + SIGHUP, as a hang-up would).
+            os._exit(129)
+
+        watch = HangupWatch(fd, on_hangup=ask_to_exit, on_stuck=give_up).start()
     try:
         app.run()
     finally:
+        if watch is not None:
+            watch.stop()
         session.close()
     if session.log is not None:
         print(f"session log: {session.log.path}", file=sys.stderr)

@@ -48,3 +48,34 @@ async def test_the_app_quits_when_its_terminal_hangs_up(make_app, monkeypatch: p
             assert not app.is_running
     finally:
         os.close(slave)
+
+
+def test_the_watchdog_asks_the_app_to_exit_then_gives_up_if_it_is_stuck() -> None:
+    """The backstop for an event loop blocked on a dead terminal (Textual's writer queue)."""
+    import threading
+
+    master, slave = pty.openpty()
+    asked, stuck = threading.Event(), threading.Event()
+    watch = terminal.HangupWatch(slave, on_hangup=asked.set, on_stuck=stuck.set, interval_s=0.02, grace_s=0.2)
+    try:
+        watch.start()
+        assert not asked.wait(0.1)  # a live terminal: nothing happens
+        os.close(master)
+        assert asked.wait(2.0)
+        assert stuck.wait(2.0)  # nobody called stop(): the app never finished
+    finally:
+        os.close(slave)
+
+
+def test_the_watchdog_stands_down_when_the_app_ends_in_time() -> None:
+    import threading
+
+    master, slave = pty.openpty()
+    stuck = threading.Event()
+    watch = terminal.HangupWatch(slave, on_hangup=lambda: watch.stop(), on_stuck=stuck.set, interval_s=0.02, grace_s=0.3)
+    try:
+        watch.start()
+        os.close(master)
+        assert not stuck.wait(0.8)
+    finally:
+        os.close(slave)
