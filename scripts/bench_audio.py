@@ -39,7 +39,12 @@ from guardian.audio.sources import FileSource, decode_file
 from guardian.audio.speakers import ChannelSpeakers, EmbeddingSpeakers, SpeakerEncoder
 from guardian.audio.transcribe import Transcriber
 from guardian.audio.vad import WINDOW, SileroStream, VadConfig
-from guardian.eval.speech import speaker_word_accuracy, synthesize_dialogue, word_errors
+from guardian.eval.speech import (
+    EXAMPLE_DIALOGUE,
+    speaker_word_accuracy,
+    synthesize_dialogue,
+    word_errors,
+)
 from guardian.readers import read_transcript
 
 REPO = Path(__file__).resolve().parent.parent
@@ -47,12 +52,7 @@ SPEECH = REPO / "tests" / "data" / "speech"
 
 DIALOGUES = {
     "home": (
-        ("Maya", "You said you would pick me up at six. I waited for an hour in the rain."),
-        ("Daniel", "I never said that. You are overreacting, as usual."),
-        ("Maya", "You texted me this morning, I can show you the message."),
-        ("Daniel", "Honestly, nobody else would put up with you. Know your place."),
-        ("Maya", "That is not fair."),
-        ("Daniel", "If you really loved me, you would stop checking my phone."),
+        *EXAMPLE_DIALOGUE,
         ("Maya", "Okay. I am sorry."),
         ("Daniel", "Good. Now let us forget about it and go to dinner."),
     ),
