@@ -52,19 +52,26 @@ def _style_at(line: str, text: str) -> tuple[frozenset[int], str | None]:
     return frozenset(attrs), background
 
 
-def test_guardian_watch_shows_a_highlighted_quote_in_a_real_terminal(tmp_path: Path) -> None:
+def _watch_in_tmux(tmp_path: Path, name: str, *, wrap: str = "{}") -> list[str]:
+    """Start `guardian watch examples/gaslighting.txt` (key phrases, log in `tmp_path`) in a private tmux
+    server on an 80x24 terminal; the tmux command prefix for that server is returned.
+    `wrap` is a shell template for the guardian command line (e.g. to record its pid first)."""
     if shutil.which("tmux") is None:
         pytest.skip("tmux is not installed (scripts/setup.sh installs it)")
     guardian = Path(sys.executable).parent / "guardian"
-    socket = f"guardian-e2e-{os.getpid()}"
-    tmux = ["tmux", "-L", socket]
-    log = tmp_path / "session.jsonl"
-    command = (
-        f"env GUARDIAN_DATA_DIR={tmp_path} GUARDIAN_CONFIG_DIR={tmp_path} TERM=xterm-256color "
-        f"{guardian} watch examples/gaslighting.txt --instant --detectors keyphrases --log {log}"
-    )
+    tmux = ["tmux", "-L", f"guardian-{name}-{os.getpid()}"]
+    watch = (f"{guardian} watch examples/gaslighting.txt --instant --detectors keyphrases "
+             f"--log {tmp_path / 'session.jsonl'}")
+    command = (f"env GUARDIAN_DATA_DIR={tmp_path} GUARDIAN_CONFIG_DIR={tmp_path} TERM=xterm-256color "
+               + wrap.format(watch))
     subprocess.run([*tmux, "new-session", "-d", "-s", "e2e", "-x", "80", "-y", "24", "-c", str(REPO), command],
                    check=True)
+    return tmux
+
+
+def test_guardian_watch_shows_a_highlighted_quote_in_a_real_terminal(tmp_path: Path) -> None:
+    log = tmp_path / "session.jsonl"
+    tmux = _watch_in_tmux(tmp_path, "e2e")
     try:
         screen = ""
         deadline = time.monotonic() + 90
@@ -102,19 +109,8 @@ def test_guardian_watch_exits_when_its_terminal_is_killed(tmp_path: Path) -> Non
     """A terminal can hang up without a SIGHUP reaching guardian (`make run` in a tmux pane that is
     killed: make keeps it; here the shell ignores it, as nohup does): guardian must notice and quit,
     not spin on end-of-file in the background (measured before the fix: a full core for 36 minutes)."""
-    if shutil.which("tmux") is None:
-        pytest.skip("tmux is not installed (scripts/setup.sh installs it)")
-    guardian = Path(sys.executable).parent / "guardian"
-    socket = f"guardian-e2e-hup-{os.getpid()}"
-    tmux = ["tmux", "-L", socket]
     pid_file = tmp_path / "pid"
-    command = (
-        f"env GUARDIAN_DATA_DIR={tmp_path} GUARDIAN_CONFIG_DIR={tmp_path} TERM=xterm-256color "
-        f"sh -c 'trap \"\" HUP; echo $$ > {pid_file}; exec {guardian} watch examples/gaslighting.txt --instant "
-        f"--detectors keyphrases --log {tmp_path / 'session.jsonl'}'"
-    )
-    subprocess.run([*tmux, "new-session", "-d", "-s", "e2e", "-x", "80", "-y", "24", "-c", str(REPO), command],
-                   check=True)
+    tmux = _watch_in_tmux(tmp_path, "e2e-hup", wrap=f"sh -c 'trap \"\" HUP; echo $$ > {pid_file}; exec {{}}'")
     pid = 0
     try:
         deadline = time.monotonic() + 90
