@@ -221,10 +221,6 @@ class SentenceEncoder:
         while len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
 
-    def grow_cache(self, size: int) -> None:
-        with self._lock:
-            self._cache_size = max(self._cache_size, size)
-
     # -- disk cache for training -----------------------------------------------------------------
 
     def preload(self, path: Path) -> None:

@@ -57,19 +57,9 @@ def cached_artifact_dir() -> Path:
 # --- encoder ---------------------------------------------------------------------------------
 
 
-class Encoder(SentenceEncoder):
-    """all-MiniLM-L6-v2 utterance vectors; by default the cache shared with the local model.
-
-    The cache is what keeps a live conversation cheap: each turn's text is encoded
-    once, when it arrives, and reused as context for the turns after it (and by the
-    local detector, which reads the same 128-token vectors).
-    """
-
-    def __init__(self, *, cache_size: int = 4096) -> None:
-        super().__init__(max_tokens=128, cache_size=cache_size, batch_size=64)
-
-
 def default_encoder() -> SentenceEncoder:
+    """The utterance encoder (and cache) shared with the local model: a live turn is encoded once,
+    when it arrives, and reused as context for the turns after it."""
     return shared_encoder()
 
 

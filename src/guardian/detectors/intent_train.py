@@ -22,7 +22,6 @@ from guardian.detectors.intent_model import (
     CONTEXT,
     SIDE_PARAMS,
     WORD_PARAMS,
-    Encoder,
     FeatureConfig,
     IntentModel,
     NGrams,
@@ -81,7 +80,7 @@ def fit(
     if not rows:
         raise InputError("no labelled utterances to train on")
     config = config or FeatureConfig()
-    encoder = encoder or Encoder(cache_size=50_000)
+    encoder = encoder or SentenceEncoder(cache_size=50_000, batch_size=64)
     utts = utterances_in_context(rows)
     texts = [u.text for u in utts]
     side_texts = [side_text(u) for u in utts]
@@ -129,7 +128,7 @@ def cross_validate(
     k: int = 5,
 ) -> OutOfFold:
     rows = list(rows)
-    encoder = encoder or Encoder(cache_size=50_000)
+    encoder = encoder or SentenceEncoder(cache_size=50_000, batch_size=64)
     encoder.encode([r.utterance for r in rows])  # once, shared by every fold
     folds = conversation_folds([r.conversation_id for r in rows], k=k)
     classes = sorted({r.face_act for r in rows}, key=list(FaceAct).index)
