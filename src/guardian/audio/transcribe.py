@@ -97,6 +97,7 @@ class Transcriber:
         self.beam_size = beam_size
         self.fitted_window = fitted_window
         self._model: Any = None
+        self._tokenizer: Any = None
         self._lock = threading.Lock()
 
     def load(self) -> Any:
@@ -176,9 +177,11 @@ class Transcriber:
         features = model.feature_extractor(samples)
         frames = fitted_frames(features.shape[-1])
         encoded = model.encode(pad_or_trim(features, frames))
-        tokenizer = Tokenizer(
-            model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language=self.language or "en"
-        )
+        if self._tokenizer is None:  # built once: every utterance uses the same prompt tokens
+            self._tokenizer = Tokenizer(
+                model.hf_tokenizer, model.model.is_multilingual, task="transcribe", language=self.language or "en"
+            )
+        tokenizer = self._tokenizer
         prompt = [*tokenizer.sot_sequence, tokenizer.no_timestamps]
         budget = int(MAX_TOKENS_PER_S * len(samples) / SAMPLE_RATE) + 16
         result = model.model.generate(
