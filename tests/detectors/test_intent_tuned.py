@@ -1,0 +1,97 @@
+"""The fine-tuned face-act model: deterministic training, faithful save/load, clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from guardian.detectors.intent_train import fit, utterances_in_context
+from guardian.detectors.intent_tuned import (
+    TUNED_FILE,
+    TuneConfig,
+    TunedFaceActs,
+    pair_text,
+    train_tuned,
+)
+from guardian.errors import ModelUnavailable
+from guardian.eval.datasets import load_faceacts
+
+TINY = TuneConfig(epochs=1, batch_size=16, max_len=48, seed=5)
+
+
+def _rows(n_conversations: int = 2):  # type: ignore[no-untyped-def]
+    rows = load_faceacts()
+    keep = sorted({r.conversation_id for r in rows})[:n_conversations]
+    return [r for r in rows if r.conversation_id in keep]
+
+
+def _pairs(rows) -> list[tuple[str, str]]:  # type: ignore[no-untyped-def]
+    return [pair_text(u.text, u.speaker, u.opener, u.context) for u in utterances_in_context(rows)]
+
+
+def test_pair_text_marks_side_and_speakers() -> None:
+    first, second = pair_text("Will you donate?", "A", True, (("A", "Hi."), ("B", "Hello.")))
+    assert first == "asker: Will you donate?"
+    assert second == "other: Hello. | same: Hi."  # newest first
+    assert pair_text("Hi.", "B", False, ()) == ("asked: Hi.", "start")
+
+
+@pytest.mark.slow
+def test_training_is_deterministic_for_a_seed() -> None:
+    rows = _rows()
+    pairs, labels = _pairs(rows), [r.face_act for r in rows]
+    a = train_tuned(pairs, labels, config=TINY)
+    b = train_tuned(pairs, labels, config=TINY)
+    assert a.classes == b.classes
+    for key, value in a.layers.items():
+        np.testing.assert_array_equal(value, b.layers[key])
+    np.testing.assert_array_equal(a.head_weight, b.head_weight)
+    other = train_tuned(pairs, labels, config=TuneConfig(epochs=1, batch_size=16, max_len=48, seed=6))
+    assert not np.array_equal(a.head_weight, other.head_weight)
+
+
+@pytest.mark.slow
+def test_save_load_round_trip_gives_the_same_probabilities(tmp_path: Path) -> None:
+    rows = _rows()
+    pairs, labels = _pairs(rows), [r.face_act for r in rows]
+    model = train_tuned(pairs, labels, config=TINY)
+    model.save(tmp_path)
+    loaded = TunedFaceActs.load(tmp_path)
+    assert loaded.config == TINY
+    assert loaded.classes == model.classes
+    p, q = model.predict_proba(pairs[:20]), loaded.predict_proba(pairs[:20])
+    assert p.shape == (20, len(model.classes))
+    np.testing.assert_allclose(p.sum(1), 1.0, atol=1e-4)
+    np.testing.assert_allclose(p, q, atol=2e-2)  # float16 storage of the tuned layers
+
+
+@pytest.mark.slow
+def test_intent_model_averages_both_halves_and_survives_a_reload(tmp_path: Path) -> None:
+    from guardian.detectors.intent_model import IntentModel
+
+    rows = _rows(3)
+    model = fit(rows, tune=TINY)
+    assert model.tuned is not None
+    utts = utterances_in_context(rows)[:12]
+    both, _ = model.predict_proba(utts)
+    np.testing.assert_allclose(both.sum(1), 1.0, atol=1e-4)
+    tuned = model.tuned
+    model.tuned = None
+    linear, _ = model.predict_proba(utts)
+    model.tuned = tuned
+    assert not np.allclose(both, linear)  # the tuned half moves the probabilities
+    model.save(tmp_path)
+    reloaded = IntentModel.load(tmp_path)
+    assert reloaded.tuned is not None
+    np.testing.assert_allclose(reloaded.predict_proba(utts)[0], both, atol=2e-2)
+
+
+def test_missing_or_corrupt_tuned_file_says_how_to_rebuild(tmp_path: Path) -> None:
+    with pytest.raises(ModelUnavailable, match="train-intent"):
+        TunedFaceActs.load(tmp_path)
+    (tmp_path / TUNED_FILE).write_bytes(b"not an npz")
+    with pytest.raises(ModelUnavailable, match="train-intent"):
+        TunedFaceActs.load(tmp_path)
+
