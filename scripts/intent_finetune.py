@@ -24,19 +24,12 @@ import numpy as np
 from finetune_common import fit
 
 import guardian  # noqa: F401  (offline environment defaults)
-from guardian.detectors.intent_model import Utterance
 from guardian.detectors.intent_train import class_weights, metrics, utterances_in_context
+from guardian.detectors.intent_tuned import pair_text
 from guardian.eval.datasets import load_faceacts
 from guardian.eval.folds import conversation_folds
 from guardian.sentence_encoder import DIM, default_model_path
 from guardian.taxonomy import FaceAct
-
-
-def pair(u: Utterance, context: tuple[tuple[str, str], ...] | None = None) -> tuple[str, str]:
-    first = f"{'asker' if u.opener else 'asked'}: {u.text}"
-    ctx = u.context if context is None else context
-    previous = " | ".join(f"{'same' if s == u.speaker else 'other'}: {t}" for s, t in reversed(ctx))
-    return first, previous or "start"
 
 
 def longer_contexts(rows: list[Any], n: int) -> list[tuple[tuple[str, str], ...]]:
@@ -118,7 +111,7 @@ def main() -> int:
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     base = AutoModel.from_pretrained(path, local_files_only=True).eval()
     contexts = longer_contexts(rows, args.context)
-    pairs = [pair(u, c) for u, c in zip(utterances_in_context(rows), contexts, strict=True)]
+    pairs = [pair_text(u.text, u.speaker, u.opener, c) for u, c in zip(utterances_in_context(rows), contexts, strict=True)]
     encoded = tokenizer(
         [a for a, _ in pairs], [b for _, b in pairs], truncation="only_second", max_length=args.max_len
     )

@@ -176,7 +176,8 @@ class TunedFaceActs:
             return out
         net, tokenizer = self._load()
         torch = _torch()
-        ids, types = _tokenize(tokenizer, pairs, self.config.max_len)
+        with self._lock:  # a fast tokenizer is not safe to call from two threads at once
+            ids, types = _tokenize(tokenizer, pairs, self.config.max_len)
         order = np.argsort([len(x) for x in ids], kind="stable")
         with torch.inference_mode():
             for s in range(0, len(order), batch_size):
