@@ -17,6 +17,7 @@ from guardian.detectors.intent_tuned import (
 )
 from guardian.errors import ModelUnavailable
 from guardian.eval.datasets import load_faceacts
+from guardian.taxonomy import FaceAct
 
 TINY = TuneConfig(epochs=1, batch_size=16, max_len=48, seed=5)
 
@@ -95,3 +96,11 @@ def test_missing_or_corrupt_tuned_file_says_how_to_rebuild(tmp_path: Path) -> No
     with pytest.raises(ModelUnavailable, match="train-intent"):
         TunedFaceActs.load(tmp_path)
 
+
+
+def test_shipped_artifact_carries_the_tuned_half() -> None:
+    from guardian.detectors.intent_model import IntentModel, bundled_artifact_dir
+
+    model = IntentModel.load(bundled_artifact_dir())
+    assert model.tuned is not None, "the shipped intent model should include the fine-tuned MiniLM"
+    assert set(model.tuned.classes) <= set(FaceAct)
