@@ -68,6 +68,14 @@ class LocalModelSettings(_Section):
     threshold: float | None = None
 
 
+class IntentSettings(_Section):
+    tuned: bool = Field(
+        default=True,
+        description="average the fine-tuned MiniLM with the linear face-act model (more accurate, "
+        "one more MiniLM pass per turn); false = the linear model alone",
+    )
+
+
 class AudioSettings(_Section):
     """`guardian listen` (guardian.audio); defaults measured by scripts/bench_audio.py."""
 
@@ -116,6 +124,7 @@ class Settings(BaseSettings):
     llm: LLMSettings = LLMSettings()
     store: StoreSettings = StoreSettings()
     local: LocalModelSettings = LocalModelSettings()
+    intent: IntentSettings = IntentSettings()
     audio: AudioSettings = AudioSettings()
     monitor: MonitorSettings = MonitorSettings()
 

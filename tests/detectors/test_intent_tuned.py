@@ -104,3 +104,23 @@ def test_shipped_artifact_carries_the_tuned_half() -> None:
     model = IntentModel.load(bundled_artifact_dir())
     assert model.tuned is not None, "the shipped intent model should include the fine-tuned MiniLM"
     assert set(model.tuned.classes) <= set(FaceAct)
+
+
+@pytest.mark.slow
+def test_intent_tuned_setting_switches_the_fine_tuned_half_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    from guardian.config import settings
+    from guardian.detectors.intent import IntentDetector
+
+    from .test_intent import DONATION
+
+    both = IntentDetector().intents(DONATION)
+    monkeypatch.setenv("GUARDIAN_INTENT__TUNED", "false")
+    settings.cache_clear()
+    try:
+        linear = IntentDetector().intents(DONATION)
+    finally:
+        monkeypatch.delenv("GUARDIAN_INTENT__TUNED")
+        settings.cache_clear()
+    assert [i.turn for i in both] == [i.turn for i in linear]
+    assert [i.score for i in both] != [i.score for i in linear]
+    assert [i.score for i in IntentDetector(tuned=False).intents(DONATION)] == [i.score for i in linear]

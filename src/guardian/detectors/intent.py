@@ -55,7 +55,14 @@ class IntentDetector(Detector):
         patterns: bool = True,
         pattern_config: PatternConfig | None = None,
         cache_size: int = 20_000,
+        tuned: bool | None = None,
     ) -> None:
+        """`tuned`: average in the fine-tuned MiniLM (default: the `[intent] tuned` setting, true)."""
+        if tuned is None:
+            from guardian.config import settings
+
+            tuned = settings().intent.tuned
+        self._tuned = tuned
         self._model_path = Path(model_path) if model_path is not None else None
         self._model: IntentModel | None = None
         self._context_turns = context_turns
@@ -75,7 +82,7 @@ class IntentDetector(Detector):
 
     def warm_up(self) -> None:
         model = self.model()
-        model.predict_proba([Utterance("hello", "a", (), True, 0)])
+        model.predict_proba([Utterance("hello", "a", (), True, 0)], tuned=self._tuned)
 
     # -- assessment --
 
@@ -131,7 +138,7 @@ class IntentDetector(Detector):
         with self._lock:
             missing = [i for i, k in enumerate(keys) if k not in self._cache]
         if missing:
-            p, v = model.predict_proba([utts[i] for i in missing])
+            p, v = model.predict_proba([utts[i] for i in missing], tuned=self._tuned)
             with self._lock:
                 for row, i in enumerate(missing):
                     self._cache[keys[i]] = (p[row], v[row])
@@ -139,7 +146,7 @@ class IntentDetector(Detector):
                         self._cache.popitem(last=False)
                 fetched = [self._cache.get(k) for k in keys]
             if any(f is None for f in fetched):  # evicted under a tiny cache: recompute directly
-                return model.predict_proba(utts)
+                return model.predict_proba(utts, tuned=self._tuned)
         else:
             with self._lock:
                 fetched = [self._cache[k] for k in keys]
