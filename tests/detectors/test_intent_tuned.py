@@ -124,3 +124,20 @@ def test_intent_tuned_setting_switches_the_fine_tuned_half_off(monkeypatch: pyte
     assert [i.turn for i in both] == [i.turn for i in linear]
     assert [i.score for i in both] != [i.score for i in linear]
     assert [i.score for i in IntentDetector(tuned=False).intents(DONATION)] == [i.score for i in linear]
+
+
+@pytest.mark.slow
+def test_first_prediction_in_a_fresh_process_loads_both_halves() -> None:
+    """The tuned half runs in a worker thread; transformers must be imported before it starts
+    (two threads importing it at once failed with 'transformers is missing')."""
+    import subprocess
+    import sys
+
+    code = (
+        "from guardian.detectors.intent_model import Utterance, load_model\n"
+        "p, _ = load_model().predict_proba([Utterance('Would you donate $1?', 'A', (), True, 0)])\n"
+        "print(round(float(p.sum()), 3))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "1.0"

@@ -24,6 +24,7 @@ import json
 import math
 import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -243,13 +244,21 @@ class IntentModel:
         fine-tuned half (the linear model alone: less accurate, one MiniLM pass cheaper)."""
         if not utterances:
             return np.zeros((0, len(self.classes)), np.float32), np.zeros((0, ENCODER_DIM), np.float32)
+        pending = None
+        if tuned and self.tuned is not None:
+            # The two halves are independent MiniLM passes (torch releases the GIL): on two
+            # cores the fine-tuned one runs beside the linear features, not after them.
+            # Loaded here, not in the worker: two threads importing transformers at once fail.
+            self.tuned.load_network()
+            pairs = [pair_text(u.text, u.speaker, u.opener, u.context) for u in utterances]
+            pending = _tuned_pool().submit(self.tuned.predict_proba, pairs)
         x, u_vecs = self.features(utterances)
         logits = np.asarray(x @ self.coef.T) + self.intercept
         logits -= logits.max(axis=1, keepdims=True)
         p = np.exp(logits)
         p /= p.sum(axis=1, keepdims=True)
-        if tuned and self.tuned is not None:
-            tuned_p = self.tuned.predict_proba([pair_text(u.text, u.speaker, u.opener, u.context) for u in utterances])
+        if pending is not None and self.tuned is not None:
+            tuned_p = pending.result()
             aligned = np.zeros_like(p)
             for j, c in enumerate(self.tuned.classes):
                 if c in self.classes:
@@ -319,6 +328,18 @@ class IntentModel:
                 f"the intent model at {directory} is missing or unreadable ({exc}); "
                 "rebuild it with `guardian train-intent`"
             ) from exc
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _tuned_pool() -> ThreadPoolExecutor:
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="guardian-intent-tuned")
+        return _pool
 
 
 def _jsonable(params: dict[str, Any]) -> dict[str, Any]:

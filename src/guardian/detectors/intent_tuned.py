@@ -144,7 +144,8 @@ class TunedFaceActs:
             head_bias=net.out.bias.detach().float().numpy().copy(), config=config,
         )
 
-    def _load(self) -> tuple[Any, Any]:
+    def load_network(self) -> tuple[Any, Any]:
+        """The network and tokenizer, built on first use (the weights stay as numpy until then)."""
         with self._lock:
             if self._net is None:
                 torch = _torch()
@@ -174,7 +175,7 @@ class TunedFaceActs:
         out = np.zeros((len(pairs), len(self.classes)), dtype=np.float32)
         if not pairs:
             return out
-        net, tokenizer = self._load()
+        net, tokenizer = self.load_network()
         torch = _torch()
         with self._lock:  # a fast tokenizer is not safe to call from two threads at once
             ids, types = _tokenize(tokenizer, pairs, self.config.max_len)
