@@ -8,8 +8,9 @@ reports the pressure patterns of `guardian.detectors.patterns` that complete at
 the latest turn, as Findings with verbatim quotes.
 
 Why it is cheap enough to run on every turn: earlier turns' intents are cached
-(keyed by their text and context), so each new turn costs one encoder pass and
-a linear model (see `scripts/bench_intent.py`).
+(keyed by their text and context), so each new turn costs two MiniLM passes run
+side by side (the utterance for the linear half, the utterance with its context
+for the fine-tuned half) and a linear model (see `scripts/bench_intent.py`).
 
 Roles are inferred, never given: the side that asks is the speaker whose turns
 carry the most request/easing acts (hneg-, hneg+) net of refusals (sneg+,
