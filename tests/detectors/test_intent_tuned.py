@@ -141,3 +141,31 @@ def test_first_prediction_in_a_fresh_process_loads_both_halves() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "1.0"
+
+
+def test_pairs_are_cut_like_the_tokenizer_and_long_utterances_too() -> None:
+    from transformers import AutoTokenizer
+
+    from guardian.detectors.intent_tuned import _tokenize
+    from guardian.sentence_encoder import default_model_path
+
+    tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()), local_files_only=True)
+    pairs = _pairs(_rows(3))
+    ids, types = _tokenize(tokenizer, pairs, 48)
+    for (a, b), i, t in zip(pairs, ids, types, strict=True):
+        if len(tokenizer(a)["input_ids"]) < 46:  # where the tokenizer's own truncation works, same output
+            want = tokenizer(a, b, truncation="only_second", max_length=48)
+            assert (want["input_ids"], want["token_type_ids"]) == (i, t)
+    long_ids, long_types = _tokenize(tokenizer, [("asker: " + "please " * 300, "other: no")], 48)
+    assert len(long_ids[0]) == len(long_types[0]) == 48
+    assert long_ids[0][0] == tokenizer.cls_token_id and long_ids[0][-1] == tokenizer.sep_token_id
+
+
+@pytest.mark.slow
+def test_an_utterance_longer_than_the_window_gets_an_intent() -> None:
+    from guardian.conversation import Conversation
+    from guardian.detectors.intent import IntentDetector
+
+    window = Conversation.from_pairs([("A", "Would you donate?"), ("B", "Please listen. " * 200)])
+    intents = IntentDetector().intents(window)
+    assert [i.turn for i in intents] == [0, 1]

@@ -100,8 +100,24 @@ def _network(n_classes: int) -> Any:
 
 
 def _tokenize(tokenizer: Any, pairs: Sequence[tuple[str, str]], max_len: int) -> tuple[list[list[int]], list[list[int]]]:
-    enc = tokenizer([a for a, _ in pairs], [b for _, b in pairs], truncation="only_second", max_length=max_len)
-    return list(enc["input_ids"]), list(enc["token_type_ids"])
+    """[CLS] utterance [SEP] context [SEP], at most `max_len` word pieces.
+
+    The context is cut first (from its end: the oldest turns go), as the tokenizer's
+    "only_second" truncation does, but an utterance too long to fit on its own is cut too,
+    where that truncation would raise.
+    """
+    firsts = tokenizer([a for a, _ in pairs], add_special_tokens=False)["input_ids"]
+    seconds = tokenizer([b for _, b in pairs], add_special_tokens=False)["input_ids"]
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    budget = max(max_len - 3, 2)
+    ids: list[list[int]] = []
+    types: list[list[int]] = []
+    for a, b in zip(firsts, seconds, strict=True):
+        a = a[: budget - 1]
+        b = b[: budget - len(a)]
+        ids.append([cls, *a, sep, *b, sep])
+        types.append([0] * (len(a) + 2) + [1] * (len(b) + 1))
+    return ids, types
 
 
 def _pad(torch: Any, ids: list[list[int]], types: list[list[int]]) -> tuple[Any, Any, Any]:
