@@ -169,3 +169,27 @@ def test_an_utterance_longer_than_the_window_gets_an_intent() -> None:
     window = Conversation.from_pairs([("A", "Would you donate?"), ("B", "Please listen. " * 200)])
     intents = IntentDetector().intents(window)
     assert [i.turn for i in intents] == [0, 1]
+
+
+@pytest.mark.slow
+def test_a_sliding_window_costs_one_tuned_pass_per_new_turn_and_keeps_the_sides() -> None:
+    from guardian.conversation import Conversation
+    from guardian.detectors.intent import IntentDetector
+
+    lines = [("Ann", "Would you give a dollar to the shelter?"), ("Bob", "No, sorry, not today.")] * 7
+    conv = Conversation.from_pairs(lines, id="slide")
+    detector = IntentDetector()
+    tuned = detector.model().tuned
+    assert tuned is not None
+    calls: list[int] = []
+    original = tuned.predict_proba
+    tuned.predict_proba = lambda pairs, **kw: calls.append(len(pairs)) or original(pairs, **kw)  # type: ignore[method-assign]
+    try:
+        roles = []
+        for i in range(len(conv)):
+            intents = detector.intents(conv.upto(i).window(4))
+            roles.append({x.speaker: x.role for x in intents})
+    finally:
+        del tuned.predict_proba
+    assert calls == [1] * len(conv)  # earlier turns come from the cache, even once the window slid on
+    assert all(r.get("Ann") in (None, "persuader") for r in roles)  # Ann opened: still the asking side

@@ -39,7 +39,9 @@ from guardian.taxonomy import PERSUASION_INTENTIONS, FaceAct, Role
 SETTING_ACTS = (FaceAct.HNEG_MINUS, FaceAct.SNEG_PLUS, FaceAct.SPOS_MINUS)
 OPENER_BONUS = 0.5
 
-_Key = tuple[str, str, tuple[tuple[str, str], ...], bool, int]
+# A turn's intent is computed once, when the turn is new and its context is complete, and then
+# reused while the window slides past it: (conversation id, turn index, speaker, text, opener).
+_Key = tuple[str, int, str, str, bool]
 
 
 class IntentDetector(Detector):
@@ -72,6 +74,7 @@ class IntentDetector(Detector):
         self._lock = threading.Lock()
         self._cache: OrderedDict[_Key, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._cache_size = cache_size
+        self._openers: OrderedDict[str, str] = OrderedDict()
 
     # -- loading --
 
@@ -93,7 +96,7 @@ class IntentDetector(Detector):
         if not recent.turns:
             return []
         model = self.model()
-        opener = window.turns[0].speaker
+        opener = self._opener(window)
         turns = list(recent.turns)
         all_turns = list(window.turns)
         offset = len(all_turns) - len(turns)
@@ -102,7 +105,8 @@ class IntentDetector(Detector):
             pos = offset + k
             ctx = tuple((p.speaker, p.text) for p in all_turns[max(0, pos - CONTEXT) : pos])
             utts.append(Utterance(t.text, t.speaker, ctx, t.speaker == opener, t.index))
-        probs, vecs = self._predict(model, utts)
+        keys: list[_Key] = [(window.id, t.index, t.speaker, t.text, u.opener) for t, u in zip(turns, utts, strict=True)]
+        probs, vecs = self._predict(model, utts, keys)
         roles = infer_roles([t.speaker for t in turns], probs, model.classes, opener=opener)
         acts = [model.classes[int(j)] for j in probs.argmax(1)]
         setting = any(a in SETTING_ACTS for a in acts)
@@ -134,8 +138,22 @@ class IntentDetector(Detector):
             detectors=(self.name,),
         )
 
-    def _predict(self, model: IntentModel, utts: Sequence[Utterance]) -> tuple[np.ndarray, np.ndarray]:
-        keys: list[_Key] = [(u.text, u.speaker, u.context, u.opener, u.position) for u in utts]
+    def _opener(self, window: Conversation) -> str:
+        """Who opened the conversation: the first speaker of a window that starts at turn 0,
+        remembered by conversation id, so the sides do not swap when a live window slides on."""
+        first = window.turns[0]
+        with self._lock:
+            if first.index == 0:
+                self._openers[window.id] = first.speaker
+                self._openers.move_to_end(window.id)
+                while len(self._openers) > self._cache_size:
+                    self._openers.popitem(last=False)
+                return first.speaker
+            return self._openers.get(window.id, first.speaker)
+
+    def _predict(
+        self, model: IntentModel, utts: Sequence[Utterance], keys: Sequence[_Key]
+    ) -> tuple[np.ndarray, np.ndarray]:
         with self._lock:
             missing = [i for i, k in enumerate(keys) if k not in self._cache]
         if missing:
