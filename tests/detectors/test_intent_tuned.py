@@ -193,3 +193,18 @@ def test_a_sliding_window_costs_one_tuned_pass_per_new_turn_and_keeps_the_sides(
         del tuned.predict_proba
     assert calls == [1] * len(conv)  # earlier turns come from the cache, even once the window slid on
     assert all(r.get("Ann") in (None, "persuader") for r in roles)  # Ann opened: still the asking side
+
+
+@pytest.mark.slow
+def test_one_pair_at_a_time_agrees_with_a_padded_batch() -> None:
+    """A single live pair goes through the traced network, a batch through the eager one."""
+    from guardian.detectors.intent_model import load_model
+
+    tuned = load_model().tuned
+    assert tuned is not None
+    pairs = _pairs(_rows(2))[:16]
+    batch = tuned.predict_proba(pairs)
+    one_by_one = np.vstack([tuned.predict_proba([p]) for p in pairs])
+    assert tuned._single is not None  # tracing worked on this machine's torch
+    np.testing.assert_allclose(one_by_one, batch, atol=2e-2)
+    assert (one_by_one.argmax(1) == batch.argmax(1)).mean() >= 0.9

@@ -18,6 +18,7 @@ second segment the previous utterances, newest first, each tagged "same:" or
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -129,6 +130,35 @@ def _pad(torch: Any, ids: list[list[int]], types: list[list[int]]) -> tuple[Any,
     return inp, typ, mask
 
 
+def _trace_single(torch: Any, net: Any, tokenizer: Any, max_len: int) -> Any:
+    """The network as TorchScript for one unpadded pair, or None where tracing fails or disagrees.
+
+    Why: a traced call runs in C++ with the GIL released, so the live turn's tuned pass really
+    runs beside the linear half's Python work (eager modules hold the GIL between the small
+    matrix products, and the two overlapped only partly). Traced on one unpadded pair, it is used
+    only for single unpadded pairs; it is checked against the eager network on pairs of other
+    lengths first.
+    """
+    examples = [
+        ("asker: Would you like to donate to the children's charity today?", "start"),
+        ("asked: I'm not sure. What does it do?", "other: It helps kids. | same: Hi!"),
+        ("asked: " + "That is a lot of money to ask for, honestly. " * 4, "other: Please give $5."),
+    ]
+    try:
+        with torch.inference_mode(), warnings.catch_warnings():
+            # torch.jit says it is deprecated and warns about the shapes it fixes; the checks
+            # below decide, and a user should not see tracer noise on stderr.
+            warnings.simplefilter("ignore")
+            inputs = [_pad(torch, *_tokenize(tokenizer, [pair], max_len)) for pair in examples]
+            traced = torch.jit.freeze(torch.jit.trace(net, inputs[0], check_trace=False, strict=False))
+            for x in inputs:
+                if float((traced(*x).float() - net(*x).float()).abs().max()) > 1e-3:
+                    return None
+    except Exception:  # tracing is an optimisation: any failure leaves the eager network in use
+        return None
+    return traced
+
+
 class TunedFaceActs:
     """The fine-tuned pair classifier: `predict_proba` over the face acts in `classes`."""
 
@@ -149,6 +179,7 @@ class TunedFaceActs:
         self.config = config
         self._precision = precision
         self._net: Any = None
+        self._single: Any = None
         self._tokenizer: Any = None
         self._lock = threading.Lock()
 
@@ -183,6 +214,7 @@ class TunedFaceActs:
                 if precision == "bfloat16":
                     net = net.to(torch.bfloat16)
                 self._tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()), local_files_only=True)
+                self._single = _trace_single(torch, net, self._tokenizer, self.config.max_len)
                 self._net = net
             return self._net, self._tokenizer
 
@@ -195,6 +227,10 @@ class TunedFaceActs:
         torch = _torch()
         with self._lock:  # a fast tokenizer is not safe to call from two threads at once
             ids, types = _tokenize(tokenizer, pairs, self.config.max_len)
+        if len(ids) == 1 and self._single is not None:  # the live case: one new turn
+            with torch.inference_mode():
+                out[0] = torch.softmax(self._single(*_pad(torch, ids, types)).float(), -1).numpy()[0]
+            return out
         order = np.argsort([len(x) for x in ids], kind="stable")
         with torch.inference_mode():
             for s in range(0, len(order), batch_size):
