@@ -277,3 +277,16 @@ def test_ungrounded_quote_from_endpoint(gaslighting: Conversation) -> None:
         result = det.analyze(gaslighting)
     assert all(ev.quote != "Give me your bank password" for f in result.findings for ev in f.evidence)
     assert any("not found in the transcript" in e.message for e in result.errors)
+
+
+def test_a_reply_cut_at_the_token_limit_says_so() -> None:
+    from guardian.agents.llm import parse_reply
+
+    cut = '{"manipulative": true, "techniques": ["Denial"], "evidence": [{"turn": 1, "quote": "I never'
+    inner = '{"manipulative": true, "evidence": [{"turn": 1, "quote": "x"}], "reasoning": "'
+    for text in (cut, inner):
+        message = AIMessage(content=text, response_metadata={"finish_reason": "length"})
+        with pytest.raises(MalformedOutput, match="max_output_tokens"):
+            parse_reply(message, ManipulationAnswer)
+    with pytest.raises(MalformedOutput, match="no JSON object"):  # not cut: the usual message
+        parse_reply(AIMessage(content=cut, response_metadata={"finish_reason": "stop"}), ManipulationAnswer)

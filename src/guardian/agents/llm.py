@@ -109,9 +109,16 @@ def message_text(message: BaseMessage) -> str:
 
 def parse_reply(message: BaseMessage, schema: type[T]) -> T:
     text = message_text(message)
+    cut = message.response_metadata.get("finish_reason") == "length"
     try:
         return schema.model_validate(extract_json(text))
-    except ValidationError as exc:
+    except (ValidationError, MalformedOutput) as exc:
+        if cut:  # a JSON reply cut short parses, if at all, as one of its inner objects
+            raise MalformedOutput(
+                "the reply was cut off at the output token limit; raise [llm] max_output_tokens"
+            ) from None
+        if isinstance(exc, MalformedOutput):
+            raise
         raise MalformedOutput(f"reply does not match {schema.__name__}: {exc.errors()[0]['msg']}") from None
 
 
