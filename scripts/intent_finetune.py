@@ -32,19 +32,6 @@ from guardian.sentence_encoder import DIM, default_model_path
 from guardian.taxonomy import FaceAct
 
 
-def longer_contexts(rows: list[Any], n: int) -> list[tuple[tuple[str, str], ...]]:
-    """Up to `n` previous (speaker, text) of each row's conversation, oldest first, in row order."""
-    by_conv: dict[str, list[int]] = {}
-    for i, r in enumerate(rows):
-        by_conv.setdefault(r.conversation_id, []).append(i)
-    out: list[tuple[tuple[str, str], ...]] = [()] * len(rows)
-    for idx in by_conv.values():
-        idx.sort(key=lambda i: rows[i].turn)
-        for pos, i in enumerate(idx):
-            out[i] = tuple((rows[j].speaker, rows[j].utterance) for j in idx[max(0, pos - n) : pos])
-    return out
-
-
 def attention_mask(base: Any, mask: Any, hidden: Any) -> Any:
     made = base._create_attention_masks(
         attention_mask=mask, encoder_attention_mask=None, embedding_output=hidden,
@@ -110,8 +97,7 @@ def main() -> int:
     path = str(default_model_path())
     tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
     base = AutoModel.from_pretrained(path, local_files_only=True).eval()
-    contexts = longer_contexts(rows, args.context)
-    pairs = [pair_text(u.text, u.speaker, u.opener, c) for u, c in zip(utterances_in_context(rows), contexts, strict=True)]
+    pairs = [pair_text(u.text, u.speaker, u.opener, u.context) for u in utterances_in_context(rows, context=args.context)]
     encoded = tokenizer(
         [a for a, _ in pairs], [b for _, b in pairs], truncation="only_second", max_length=args.max_len
     )

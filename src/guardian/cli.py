@@ -180,7 +180,7 @@ def eval_faceacts(
     ] = False,
     linear_only: Annotated[
         bool,
-        typer.Option("--linear-only", help="With --cv: skip the MiniLM fine-tuning in each fold (minutes, not ~35)."),
+        typer.Option("--linear-only", help="With --cv: skip the MiniLM fine-tuning in each fold (minutes, not about an hour)."),
     ] = False,
 ) -> None:
     """Face-act accuracy, macro-F1, per-class P/R/F1 and latency of the intent model on a CSV."""

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import typer
 
@@ -22,24 +20,12 @@ def _limit_threads() -> None:
         torch.set_num_threads(1)
 
 
-def _progress_bar(description: str) -> tuple[Callable[[int, int], None], Callable[[], None]]:
-    """A tqdm bar on stderr when it is a terminal (quiet in pipes and tests): (update, close)."""
-    from tqdm import tqdm
+def _progress(description: str) -> Callable[[int, int], None]:
+    """`guardian train`'s tqdm bar (local_train.tqdm_progress) for (step, total) callbacks."""
+    from guardian.detectors.local_train import tqdm_progress
 
-    bar: Any = None
-
-    def update(step: int, total: int) -> None:
-        nonlocal bar
-        if bar is None:
-            bar = tqdm(total=total, desc=description, unit="batch", disable=not sys.stderr.isatty())
-        bar.n = step
-        bar.refresh()
-
-    def close() -> None:
-        if bar is not None:
-            bar.close()
-
-    return update, close
+    bar = tqdm_progress(description)
+    return lambda done, total: bar("", done, total)
 
 
 def run_eval_faceacts(file: str, *, output_format: str, cv: bool, linear_only: bool = False) -> None:
@@ -53,13 +39,10 @@ def run_eval_faceacts(file: str, *, output_format: str, cv: bool, linear_only: b
     _limit_threads()
     if cv:
         if not linear_only:
-            typer.echo("cross-validating with fine-tuning in each of 5 folds: about 30-40 min on 2 cores "
+            typer.echo("cross-validating with fine-tuning in each of 5 folds: about an hour on 2 cores "
                        "(--linear-only: a few minutes)", err=True)
-        update, close = _progress_bar("fine-tuning MiniLM, 5 folds")
-        try:
-            result = evaluate_file(path, cv=True, tune=None if linear_only else TuneConfig(), progress=update)
-        finally:
-            close()
+        result = evaluate_file(path, cv=True, tune=None if linear_only else TuneConfig(),
+                               progress=_progress("fine-tuning MiniLM, 5 folds"))
     else:
         model = load_model()
         seen = _training_overlap(path, model.meta.get("data_sha256"))
@@ -107,17 +90,11 @@ def run_train_intent(*, out: str | None, data: str | None, linear_only: bool = F
 
     _limit_threads()
     target = Path(out) if out else cached_artifact_dir()
-    if data is not None and not Path(data).is_file():
-        raise InputError("file not found", source=data)
     if not linear_only:
-        typer.echo("training the linear model, then fine-tuning MiniLM (about 8-10 min on 2 cores; "
+        typer.echo("training the linear model, then fine-tuning MiniLM (about 15-20 min on one core; "
                    "--linear-only skips it)", err=True)
-    update, close = _progress_bar("fine-tuning MiniLM")
-    try:
-        model = train_and_save(target, data=Path(data) if data else None,
-                               tune=None if linear_only else TuneConfig(), progress=update)
-    finally:
-        close()
+    model = train_and_save(target, data=Path(data) if data else None,
+                           tune=None if linear_only else TuneConfig(), progress=_progress("fine-tuning MiniLM"))
     kind = "linear + fine-tuned MiniLM" if model.tuned is not None else "linear"
     typer.echo(f"intent model ({kind}, {len(model.classes)} face acts, {model.meta.get('n_train')} utterances) "
                f"written to {target}")

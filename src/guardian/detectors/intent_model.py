@@ -244,23 +244,24 @@ class IntentModel:
         fine-tuned half (the linear model alone: less accurate, one MiniLM pass cheaper)."""
         if not utterances:
             return np.zeros((0, len(self.classes)), np.float32), np.zeros((0, ENCODER_DIM), np.float32)
+        half = self.tuned if tuned else None
         pending = None
-        if tuned and self.tuned is not None:
+        if half is not None:
             # The two halves are independent MiniLM passes (torch releases the GIL): on two
             # cores the fine-tuned one runs beside the linear features, not after them.
             # Loaded here, not in the worker: two threads importing transformers at once fail.
-            self.tuned.load_network()
+            half.load_network()
             pairs = [pair_text(u.text, u.speaker, u.opener, u.context) for u in utterances]
-            pending = _tuned_pool().submit(self.tuned.predict_proba, pairs)
+            pending = _tuned_pool().submit(half.predict_proba, pairs)
         x, u_vecs = self.features(utterances)
         logits = np.asarray(x @ self.coef.T) + self.intercept
         logits -= logits.max(axis=1, keepdims=True)
         p = np.exp(logits)
         p /= p.sum(axis=1, keepdims=True)
-        if pending is not None and self.tuned is not None:
+        if half is not None and pending is not None:
             tuned_p = pending.result()
             aligned = np.zeros_like(p)
-            for j, c in enumerate(self.tuned.classes):
+            for j, c in enumerate(half.classes):
                 if c in self.classes:
                     aligned[:, self.classes.index(c)] = tuned_p[:, j]
             p = (1.0 - self.tuned_weight) * p + self.tuned_weight * aligned

@@ -41,7 +41,7 @@ from guardian.taxonomy import PERSUASION_INTENTIONS, FaceAct
 CLASS_WEIGHT_POWER = 0.75  # 0 = no re-weighting, 1 = fully "balanced"; 0.75 chosen by CV (docs/intent.md)
 
 
-def utterances_in_context(rows: Sequence[FaceActUtterance]) -> list[Utterance]:
+def utterances_in_context(rows: Sequence[FaceActUtterance], *, context: int = CONTEXT) -> list[Utterance]:
     """Rows -> Utterances with their preceding turns, in the rows' order.
 
     The opener is the conversation's first speaker: the persuader in the corpus,
@@ -55,7 +55,7 @@ def utterances_in_context(rows: Sequence[FaceActUtterance]) -> list[Utterance]:
         idx.sort(key=lambda i: rows[i].turn)
         opener = rows[idx[0]].speaker
         for pos, i in enumerate(idx):
-            ctx = tuple((rows[j].speaker, rows[j].utterance) for j in idx[max(0, pos - CONTEXT) : pos])
+            ctx = tuple((rows[j].speaker, rows[j].utterance) for j in idx[max(0, pos - context) : pos])
             out[i] = Utterance(rows[i].utterance, rows[i].speaker, ctx, rows[i].speaker == opener, pos)
     return [u for u in out if u is not None]
 

@@ -283,15 +283,14 @@ def train_tuned(
     from transformers import AutoTokenizer
 
     from guardian.detectors.finetune import batches_per_epoch, fit
+    from guardian.detectors.intent_train import class_weights  # imports this module: not at the top
 
     torch = _torch()
     config = config or TuneConfig()
     classes = sorted(set(labels), key=list(FaceAct).index)
     y = np.array([classes.index(a) for a in labels])
-    counts = np.bincount(y, minlength=len(classes))
-    weight = torch.tensor(
-        [(len(y) / (len(classes) * c)) ** config.class_weight_power for c in counts], dtype=torch.float32
-    )
+    weights = class_weights(labels, power=config.class_weight_power)
+    weight = torch.tensor([weights[str(c)] for c in classes], dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()), local_files_only=True)
     ids, types = _tokenize(tokenizer, pairs, config.max_len)
     torch.manual_seed(config.seed)
