@@ -28,6 +28,25 @@ def test_vectors_are_unit_length_cached_and_batch_independent() -> None:
     assert float(batch[0] @ batch[2]) < 0.9
 
 
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_one_text_runs_traced_and_matches_the_eager_batch(precision: sentence_encoder.Precision) -> None:
+    """A live turn (one text) goes through the TorchScript trace; its vector is the eager one."""
+    encoder = SentenceEncoder(precision=precision, cache_size=0, max_tokens=256)
+    texts = ["Fine.", "You're imagining things again, and everyone can see it but you.", "so tired " * 140]
+    eager = encoder.encode(texts)  # a padded batch: the eager module
+    loaded = sentence_encoder._load(encoder.path, precision)
+    assert loaded.single is not None  # tracing worked on this machine's torch
+    calls = []
+    real = loaded.single
+    loaded.single = lambda *x: calls.append(x[0].shape) or real(*x)
+    try:
+        alone = np.vstack([encoder.encode([t]) for t in texts])
+    finally:
+        loaded.single = real
+    assert len(calls) == 3 and calls[2][1] == 256  # every single text took the traced path, long ones cut
+    assert np.all(np.sum(alone * eager, axis=1) > 0.9999)
+
+
 def test_bfloat16_agrees_with_float32() -> None:
     """bfloat16 is only chosen because its vectors are interchangeable with float32 ones."""
     texts = ["I never said that. You're too sensitive.", "After all I've done for you, you owe me this."]

@@ -20,6 +20,7 @@ import hashlib
 import os
 import sys
 import threading
+import warnings
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -85,6 +86,48 @@ class _Loaded:
     tokenizer: Any
     torch: Any
     lock: threading.Lock
+    single: Any = None  # TorchScript of `model` for one unpadded text, where tracing works
+
+
+def trace_single(torch: Any, module: Any, examples: Sequence[tuple[Any, ...]]) -> Any:
+    """`module` as frozen TorchScript for one unpadded input, or None where tracing fails or disagrees.
+
+    Why: one live turn is a single short text, where eager transformers spends much of
+    its time in Python between small matrix products (holding the GIL, so two detectors'
+    passes cannot overlap). The traced graph runs in C++ with the GIL released: the same
+    numbers, 1.5-2x faster for one utterance here. It is traced on the first example and
+    used only if it matches the eager module on every example (inputs of other lengths),
+    because a trace can bake in shapes.
+    """
+    try:
+        with torch.inference_mode(), warnings.catch_warnings():
+            # torch.jit says it is deprecated and warns about the shapes it fixes; the check
+            # below decides, and a user should not see tracer noise on stderr.
+            warnings.simplefilter("ignore")
+            traced = torch.jit.freeze(torch.jit.trace(module, examples[0], check_trace=False, strict=False))
+            for x in examples:
+                if float((traced(*x).float() - module(*x).float()).abs().max()) > 1e-3:
+                    return None
+    except Exception:  # tracing is an optimisation: any failure leaves the eager module in use
+        return None
+    return traced
+
+
+def _trace_encoder(torch: Any, model: Any, tokenizer: Any) -> Any:
+    class LastHidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids: Any, types: Any, mask: Any) -> Any:
+            return self.model(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state
+
+    texts = ["I never said that.", "You are overreacting again, as you always do. " * 2, "word " * 250]
+    examples = []
+    for text in texts:
+        batch = tokenizer([text], truncation=True, max_length=256, return_tensors="pt")
+        examples.append((batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]))
+    return trace_single(torch, LastHidden().eval(), examples)
 
 
 _weights: dict[tuple[str, str], _Loaded] = {}
@@ -118,7 +161,8 @@ def _load(path: Path, precision: Precision) -> _Loaded:
             ) from None
         if precision == "bfloat16":
             model = model.to(torch.bfloat16)
-        loaded = _Loaded(model=model, tokenizer=tokenizer, torch=torch, lock=threading.Lock())
+        loaded = _Loaded(model=model, tokenizer=tokenizer, torch=torch, lock=threading.Lock(),
+                         single=_trace_encoder(torch, model, tokenizer))
         _weights[key] = loaded
         return loaded
 
@@ -183,7 +227,11 @@ class SentenceEncoder:
                     return_tensors="pt",
                 )
             with torch.inference_mode():
-                hidden = loaded.model(**batch).last_hidden_state.float()
+                if len(idx) == 1 and loaded.single is not None:  # the live case: one new turn
+                    hidden = loaded.single(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
+                else:
+                    hidden = loaded.model(**batch).last_hidden_state
+                hidden = hidden.float()
             mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
             out[idx] = torch.nn.functional.normalize(pooled, dim=-1).numpy()

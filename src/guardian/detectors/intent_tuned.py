@@ -18,7 +18,6 @@ second segment the previous utterances, newest first, each tagged "same:" or
 from __future__ import annotations
 
 import threading
-import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -27,7 +26,13 @@ from typing import Any
 import numpy as np
 
 from guardian.errors import ModelUnavailable
-from guardian.sentence_encoder import DIM, Precision, default_model_path, default_precision
+from guardian.sentence_encoder import (
+    DIM,
+    Precision,
+    default_model_path,
+    default_precision,
+    trace_single,
+)
 from guardian.taxonomy import FaceAct
 
 TUNED_FILE = "tuned.npz"
@@ -131,32 +136,13 @@ def _pad(torch: Any, ids: list[list[int]], types: list[list[int]]) -> tuple[Any,
 
 
 def _trace_single(torch: Any, net: Any, tokenizer: Any, max_len: int) -> Any:
-    """The network as TorchScript for one unpadded pair, or None where tracing fails or disagrees.
-
-    Why: a traced call runs in C++ with the GIL released, so the live turn's tuned pass really
-    runs beside the linear half's Python work (eager modules hold the GIL between the small
-    matrix products, and the two overlapped only partly). Traced on one unpadded pair, it is used
-    only for single unpadded pairs; it is checked against the eager network on pairs of other
-    lengths first.
-    """
+    """The network as TorchScript for one unpadded pair (`trace_single`), checked on three lengths."""
     examples = [
         ("asker: Would you like to donate to the children's charity today?", "start"),
         ("asked: I'm not sure. What does it do?", "other: It helps kids. | same: Hi!"),
         ("asked: " + "That is a lot of money to ask for, honestly. " * 4, "other: Please give $5."),
     ]
-    try:
-        with torch.inference_mode(), warnings.catch_warnings():
-            # torch.jit says it is deprecated and warns about the shapes it fixes; the checks
-            # below decide, and a user should not see tracer noise on stderr.
-            warnings.simplefilter("ignore")
-            inputs = [_pad(torch, *_tokenize(tokenizer, [pair], max_len)) for pair in examples]
-            traced = torch.jit.freeze(torch.jit.trace(net, inputs[0], check_trace=False, strict=False))
-            for x in inputs:
-                if float((traced(*x).float() - net(*x).float()).abs().max()) > 1e-3:
-                    return None
-    except Exception:  # tracing is an optimisation: any failure leaves the eager network in use
-        return None
-    return traced
+    return trace_single(torch, net, [_pad(torch, *_tokenize(tokenizer, [pair], max_len)) for pair in examples])
 
 
 class TunedFaceActs:
