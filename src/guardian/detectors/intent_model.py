@@ -247,10 +247,10 @@ class IntentModel:
         half = self.tuned if tuned else None
         pending = None
         if half is not None:
-            # The two halves are independent MiniLM passes (torch releases the GIL): on two
-            # cores the fine-tuned one runs beside the linear features, not after them.
-            # Loaded here, not in the worker: two threads importing transformers at once fail.
-            half.load_network()
+            # The two halves are independent MiniLM passes (onnxruntime and torch release the
+            # GIL): on two cores the fine-tuned one runs beside the linear features, not after
+            # them. Prepared here, not in the worker: two threads importing transformers at once fail.
+            half.prepare()
             pairs = [pair_text(u.text, u.speaker, u.opener, u.context) for u in utterances]
             pending = _tuned_pool().submit(half.predict_proba, pairs)
         x, u_vecs = self.features(utterances)

@@ -17,7 +17,13 @@ second segment the previous utterances, newest first, each tagged "same:" or
 
 from __future__ import annotations
 
+import atexit
+import hashlib
+import os
+import shutil
+import tempfile
 import threading
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -25,17 +31,16 @@ from typing import Any
 
 import numpy as np
 
+from guardian import locations
 from guardian.errors import ModelUnavailable
-from guardian.sentence_encoder import (
-    DIM,
-    Precision,
-    default_model_path,
-    default_precision,
-    trace_single,
-)
+from guardian.sentence_encoder import DIM, default_model_path
 from guardian.taxonomy import FaceAct
 
 TUNED_FILE = "tuned.npz"
+#: Bump when the ONNX export or the quantisation changes: cached int8 files are then rebuilt.
+RUNTIME_VERSION = 1
+#: onnxruntime threads for one pair: one, because the linear half's MiniLM pass runs beside it.
+RUNTIME_THREADS = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -135,18 +140,65 @@ def _pad(torch: Any, ids: list[list[int]], types: list[list[int]]) -> tuple[Any,
     return inp, typ, mask
 
 
-def _trace_single(torch: Any, net: Any, tokenizer: Any, max_len: int) -> Any:
-    """The network as TorchScript for one unpadded pair (`trace_single`), checked on three lengths."""
-    examples = [
-        ("asker: Would you like to donate to the children's charity today?", "start"),
-        ("asked: I'm not sure. What does it do?", "other: It helps kids. | same: Hi!"),
-        ("asked: " + "That is a lot of money to ask for, honestly. " * 4, "other: Please give $5."),
-    ]
-    return trace_single(torch, net, [_pad(torch, *_tokenize(tokenizer, [pair], max_len)) for pair in examples])
+def _onnxruntime() -> Any:
+    try:
+        import onnx  # noqa: F401  (the exporter and the quantiser need it)
+        import onnxruntime
+    except ImportError as exc:
+        raise ModelUnavailable(
+            f"the fine-tuned intent model runs in onnxruntime and needs {exc.name}, which is missing; "
+            "install guardian's dependencies with `make setup`"
+        ) from None
+    return onnxruntime
+
+
+def _export_int8(net: Any, tokenizer: Any, max_len: int, target: Path) -> None:
+    """`net` (float32) -> ONNX -> dynamically quantised int8 ONNX at `target` (written atomically)."""
+    torch = _torch()
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    example = _pad(torch, *_tokenize(tokenizer, [("asker: Would you like to help?", "start")], max_len))
+    axes = {"ids": {0: "batch", 1: "tokens"}, "types": {0: "batch", 1: "tokens"}, "mask": {0: "batch", 1: "tokens"}}
+    part = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.part")
+    with tempfile.TemporaryDirectory(prefix="guardian-intent-") as tmp, warnings.catch_warnings():
+        # The exporter warns about deprecations and shapes it fixes; the file is checked by use.
+        warnings.simplefilter("ignore")
+        exported = Path(tmp) / "tuned.onnx"
+        with torch.inference_mode():
+            torch.onnx.export(
+                net, example, str(exported), input_names=["ids", "types", "mask"], output_names=["logits"],
+                dynamic_axes=axes, opset_version=17, dynamo=False,
+            )
+        quantize_dynamic(str(exported), str(part), weight_type=QuantType.QInt8, per_channel=True)
+    part.replace(target)
+
+
+def _int8_dir() -> Path:
+    """Where int8 files are cached; a private temporary folder when the cache cannot be written."""
+    cache = locations.cache_dir() / "intent_int8"
+    try:
+        cache.mkdir(parents=True, exist_ok=True)
+        probe = cache / f".probe.{os.getpid()}"
+        probe.touch()
+        probe.unlink()
+        return cache
+    except OSError:
+        tmp = Path(tempfile.mkdtemp(prefix="guardian-intent-int8-"))
+        atexit.register(shutil.rmtree, tmp, ignore_errors=True)
+        return tmp
 
 
 class TunedFaceActs:
-    """The fine-tuned pair classifier: `predict_proba` over the face acts in `classes`."""
+    """The fine-tuned pair classifier: `predict_proba` over the face acts in `classes`.
+
+    It runs as int8 in onnxruntime, one pair at a time. Why int8: a live turn's pass over
+    the utterance and its context (45 word pieces on average) takes 5.0 ms on one core
+    against 11.4 ms in float32 and 8-12 ms in bf16 torch on two, and the pooled
+    out-of-fold accuracy it costs is measured in docs/intent.md. Why one pair at a time:
+    dynamic quantisation scales a whole input tensor, so padding in a batch would shift a
+    pair's probabilities; singly, `guardian eval` scores exactly what a live turn gets.
+    The int8 file is built from the weights on first use (a few seconds) and cached.
+    """
 
     def __init__(
         self,
@@ -156,16 +208,13 @@ class TunedFaceActs:
         head_weight: np.ndarray,
         head_bias: np.ndarray,
         config: TuneConfig,
-        precision: Precision | None = None,
     ) -> None:
         self.classes = classes
         self.layers = layers
         self.head_weight = head_weight
         self.head_bias = head_bias
         self.config = config
-        self._precision = precision
-        self._net: Any = None
-        self._single: Any = None
+        self._session: Any = None
         self._tokenizer: Any = None
         self._lock = threading.Lock()
 
@@ -177,53 +226,73 @@ class TunedFaceActs:
             head_bias=net.out.bias.detach().float().numpy().copy(), config=config,
         )
 
-    def load_network(self) -> tuple[Any, Any]:
-        """The network and tokenizer, built on first use (the weights stay as numpy until then)."""
+    def network(self) -> Any:
+        """The float32 torch network with these weights (what the int8 file is made from)."""
+        torch = _torch()
+        net = _network(len(self.classes))
+        state = {k: torch.from_numpy(v.astype(np.float32)) for k, v in self.layers.items()}
+        missing, unexpected = net.base.encoder.load_state_dict(state, strict=False)
+        if missing or unexpected:
+            raise ModelUnavailable(
+                "the fine-tuned intent layers do not fit this MiniLM; rebuild them with `guardian train-intent`"
+            )
+        with torch.no_grad():
+            net.out.weight.copy_(torch.from_numpy(self.head_weight.astype(np.float32)))
+            net.out.bias.copy_(torch.from_numpy(self.head_bias.astype(np.float32)))
+        return net.eval()
+
+    def digest(self) -> str:
+        """Names the int8 file: the weights, the input length and the runtime that quantised them."""
+        ort = _onnxruntime()
+        h = hashlib.sha256(f"{RUNTIME_VERSION}|{ort.__version__}|{self.config.max_len}|".encode())
+        h.update("|".join(str(c) for c in self.classes).encode())
+        for key in sorted(self.layers):
+            h.update(key.encode())
+            h.update(np.ascontiguousarray(self.layers[key], dtype=np.float32).tobytes())
+        h.update(np.ascontiguousarray(self.head_weight, dtype=np.float32).tobytes())
+        h.update(np.ascontiguousarray(self.head_bias, dtype=np.float32).tobytes())
+        return h.hexdigest()[:24]
+
+    def prepare(self) -> None:
+        """Build (or find in the cache) the int8 model and open it; done once, before any thread needs it."""
         with self._lock:
-            if self._net is None:
-                torch = _torch()
-                from transformers import AutoTokenizer
+            if self._session is not None:
+                return
+            ort = _onnxruntime()
+            from transformers import AutoTokenizer
 
-                net = _network(len(self.classes))
-                state = {k: torch.from_numpy(v.astype(np.float32)) for k, v in self.layers.items()}
-                missing, unexpected = net.base.encoder.load_state_dict(state, strict=False)
-                if missing or unexpected:
-                    raise ModelUnavailable(
-                        "the fine-tuned intent layers do not fit this MiniLM; rebuild them with "
-                        "`guardian train-intent`"
-                    )
-                with torch.no_grad():
-                    net.out.weight.copy_(torch.from_numpy(self.head_weight.astype(np.float32)))
-                    net.out.bias.copy_(torch.from_numpy(self.head_bias.astype(np.float32)))
-                net.eval()
-                precision = self._precision or default_precision()
-                if precision == "bfloat16":
-                    net = net.to(torch.bfloat16)
-                self._tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()), local_files_only=True)
-                self._single = _trace_single(torch, net, self._tokenizer, self.config.max_len)
-                self._net = net
-            return self._net, self._tokenizer
+            tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()), local_files_only=True)
+            target = _int8_dir() / f"{self.digest()}.int8.onnx"
+            if not target.is_file():
+                _export_int8(self.network(), tokenizer, self.config.max_len, target)
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = RUNTIME_THREADS
+            options.inter_op_num_threads = 1
+            try:
+                self._session = ort.InferenceSession(str(target), options, providers=["CPUExecutionProvider"])
+            except Exception as exc:  # a damaged cache file: say where it is
+                raise ModelUnavailable(
+                    f"the cached int8 intent model {target} could not be opened ({exc}); delete it and retry"
+                ) from None
+            self._tokenizer = tokenizer
 
-    def predict_proba(self, pairs: Sequence[tuple[str, str]], *, batch_size: int = 64) -> np.ndarray:
+    def predict_proba(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """(n, classes) probabilities for `pair_text` pairs."""
         out = np.zeros((len(pairs), len(self.classes)), dtype=np.float32)
         if not pairs:
             return out
-        net, tokenizer = self.load_network()
-        torch = _torch()
+        self.prepare()
         with self._lock:  # a fast tokenizer is not safe to call from two threads at once
-            ids, types = _tokenize(tokenizer, pairs, self.config.max_len)
-        if len(ids) == 1 and self._single is not None:  # the live case: one new turn
-            with torch.inference_mode():
-                out[0] = torch.softmax(self._single(*_pad(torch, ids, types)).float(), -1).numpy()[0]
-            return out
-        order = np.argsort([len(x) for x in ids], kind="stable")
-        with torch.inference_mode():
-            for s in range(0, len(order), batch_size):
-                idx = order[s : s + batch_size]
-                inp, typ, mask = _pad(torch, [ids[i] for i in idx], [types[i] for i in idx])
-                logits = net(inp, typ, mask).float()
-                out[idx] = torch.softmax(logits, -1).numpy()
+            ids, types = _tokenize(self._tokenizer, pairs, self.config.max_len)
+        for k, (i, t) in enumerate(zip(ids, types, strict=True)):
+            feed = {
+                "ids": np.array([i], dtype=np.int64),
+                "types": np.array([t], dtype=np.int64),
+                "mask": np.ones((1, len(i)), dtype=np.int64),
+            }
+            logits = self._session.run(None, feed)[0][0].astype(np.float64)
+            p = np.exp(logits - logits.max())
+            out[k] = p / p.sum()
         return out
 
     # -- persistence (plain arrays, no pickle) --
