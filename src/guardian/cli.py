@@ -182,13 +182,18 @@ def eval_faceacts(
         bool,
         typer.Option("--linear-only", help="With --cv: skip the MiniLM fine-tuning in each fold (minutes, not about an hour)."),
     ] = False,
+    retrain: Annotated[
+        bool,
+        typer.Option("--retrain", help="With --cv: fine-tune every fold afresh instead of reusing fold models "
+                     "cached by an earlier run on the same rows and settings."),
+    ] = False,
 ) -> None:
     """Face-act accuracy, macro-F1, per-class P/R/F1 and latency of the intent model on a CSV."""
     from guardian.detectors.intent_cli import run_eval_faceacts
 
     if output_format not in ("text", "json"):
         raise fail("--format must be one of text, json")
-    run_eval_faceacts(file, output_format=output_format, cv=cv, linear_only=linear_only)
+    run_eval_faceacts(file, output_format=output_format, cv=cv, linear_only=linear_only, retrain=retrain)
 
 
 @app.command("train-intent")

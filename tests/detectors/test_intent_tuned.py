@@ -65,7 +65,32 @@ def test_save_load_round_trip_gives_the_same_probabilities(tmp_path: Path) -> No
     p, q = model.predict_proba(pairs[:20]), loaded.predict_proba(pairs[:20])
     assert p.shape == (20, len(model.classes))
     np.testing.assert_allclose(p.sum(1), 1.0, atol=1e-4)
-    np.testing.assert_allclose(p, q, atol=2e-2)  # float16 storage of the tuned layers
+    np.testing.assert_array_equal(p, q)  # trained layers are rounded to float16 as they are stored
+    assert model.digest() == loaded.digest()
+
+
+@pytest.mark.slow
+def test_a_fold_model_trained_on_the_same_inputs_is_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from guardian.detectors import intent_tuned
+
+    rows = _rows()
+    pairs, labels = _pairs(rows), [r.face_act for r in rows]
+    steps: list[tuple[int, int]] = []
+    first = intent_tuned.train_tuned_cached(pairs, labels, config=TINY, folder=tmp_path,
+                                            progress=lambda d, t: steps.append((d, t)))
+    assert steps and steps[-1][0] == steps[-1][1]
+
+    def no_training(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("the cached fold model should have been reused")
+
+    monkeypatch.setattr(intent_tuned, "train_tuned", no_training)
+    again = intent_tuned.train_tuned_cached(pairs, labels, config=TINY, folder=tmp_path)
+    assert again.digest() == first.digest()
+    with pytest.raises(AssertionError, match="reused"):  # another seed, labels or pairs: trained afresh
+        intent_tuned.train_tuned_cached(pairs, labels, config=TuneConfig(epochs=1, batch_size=16, max_len=48, seed=9),
+                                        folder=tmp_path)
+    with pytest.raises(AssertionError, match="reused"):
+        intent_tuned.train_tuned_cached(pairs[1:], labels[1:], config=TINY, folder=tmp_path)
 
 
 @pytest.mark.slow

@@ -28,7 +28,9 @@ def _progress(description: str) -> Callable[[int, int], None]:
     return lambda done, total: bar("", done, total)
 
 
-def run_eval_faceacts(file: str, *, output_format: str, cv: bool, linear_only: bool = False) -> None:
+def run_eval_faceacts(
+    file: str, *, output_format: str, cv: bool, linear_only: bool = False, retrain: bool = False
+) -> None:
     from guardian.detectors.intent_model import load_model
     from guardian.detectors.intent_train import evaluate_file
     from guardian.detectors.intent_tuned import TuneConfig
@@ -39,9 +41,9 @@ def run_eval_faceacts(file: str, *, output_format: str, cv: bool, linear_only: b
     _limit_threads()
     if cv:
         if not linear_only:
-            typer.echo("cross-validating with fine-tuning in each of 5 folds: about an hour on 2 cores "
-                       "(--linear-only: a few minutes)", err=True)
-        result = evaluate_file(path, cv=True, tune=None if linear_only else TuneConfig(),
+            typer.echo("cross-validating with fine-tuning in each of 5 folds: about an hour on 2 cores, "
+                       "minutes for folds cached by an earlier run (--linear-only: a few minutes)", err=True)
+        result = evaluate_file(path, cv=True, tune=None if linear_only else TuneConfig(), reuse=not retrain,
                                progress=_progress("fine-tuning MiniLM, 5 folds"))
     else:
         model = load_model()

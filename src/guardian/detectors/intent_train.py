@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from guardian import locations
 from guardian.detectors.intent_model import (
     CONTEXT,
     SIDE_PARAMS,
@@ -30,7 +31,7 @@ from guardian.detectors.intent_model import (
     context_vectors,
     side_text,
 )
-from guardian.detectors.intent_tuned import TuneConfig, pair_text, train_tuned
+from guardian.detectors.intent_tuned import TuneConfig, pair_text, train_tuned, train_tuned_cached
 from guardian.errors import InputError
 from guardian.eval.datasets import FaceActUtterance, faceacts_path, file_sha256, load_faceacts
 from guardian.eval.folds import conversation_folds
@@ -75,12 +76,14 @@ def fit(
     encoder: SentenceEncoder | None = None,
     meta: dict[str, Any] | None = None,
     tune: TuneConfig | None = None,
+    tuned_cache: Path | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> IntentModel:
     """Train on `rows` (whole conversations). Deterministic for the same data and config.
 
     With `tune`, MiniLM is also fine-tuned on the same rows (`intent_tuned`) and averaged
-    with the linear model; `progress(step, total)` follows that slow part.
+    with the linear model; `progress(step, total)` follows that slow part. With
+    `tuned_cache`, a fine-tuned model trained on exactly these inputs before is reused.
     """
     from sklearn.linear_model import LogisticRegression
 
@@ -103,9 +106,11 @@ def fit(
     intention_vectors = encoder.encode([d.text for d in PERSUASION_INTENTIONS])
     tuned = None
     if tune is not None:
-        tuned = train_tuned(
-            [pair_text(u.text, u.speaker, u.opener, u.context) for u in utts], [r.face_act for r in rows],
-            config=tune, progress=progress,
+        pairs = [pair_text(u.text, u.speaker, u.opener, u.context) for u in utts]
+        labels = [r.face_act for r in rows]
+        tuned = (
+            train_tuned(pairs, labels, config=tune, progress=progress) if tuned_cache is None
+            else train_tuned_cached(pairs, labels, config=tune, folder=tuned_cache, progress=progress)
         )
     return IntentModel(
         classes=[FaceAct(c) for c in clf.classes_],
@@ -141,9 +146,13 @@ def cross_validate(
     encoder: SentenceEncoder | None = None,
     k: int = 5,
     tune: TuneConfig | None = None,
+    reuse: bool = True,
     progress: Callable[[int, int], None] | None = None,
 ) -> OutOfFold:
+    """Out-of-fold predictions; with `reuse`, fold models fine-tuned on the same inputs before
+    (same rows, config, library versions: `intent_tuned.training_key`) come from the cache."""
     rows = list(rows)
+    tuned_cache = locations.cache_dir() / "intent_cv_tuned" if reuse else None
     encoder = encoder or SentenceEncoder(cache_size=50_000, batch_size=64)
     encoder.encode([r.utterance for r in rows])  # once, shared by every fold
     folds = conversation_folds([r.conversation_id for r in rows], k=k)
@@ -155,7 +164,7 @@ def cross_validate(
     for f, (train, test) in enumerate(folds):
         fold_tune = TuneConfig(**{**asdict(tune), "seed": tune.seed + f}) if tune is not None else None
         model = fit([rows[i] for i in train], config=config, encoder=encoder, tune=fold_tune,
-                    progress=_fold_progress(progress, f, k))
+                    tuned_cache=tuned_cache, progress=_fold_progress(progress, f, k))
         p, _ = model.predict_proba([utts[i] for i in test])
         for j, c in enumerate(model.classes):
             proba[test, classes.index(c)] = p[:, j]
@@ -223,17 +232,19 @@ def evaluate_file(
     cv: bool = False,
     model: IntentModel | None = None,
     tune: TuneConfig | None = None,
+    reuse: bool = True,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
     """Metrics for a face-act CSV: with `cv`, out-of-fold over its own conversations (fine-tuning
-    in every fold when `tune` is given, as the shipped model is built); else with `model`."""
+    in every fold when `tune` is given, as the shipped model is built, reusing fold models
+    trained on the same inputs before unless `reuse` is off); else with `model`."""
     from guardian.detectors.intent_model import load_model
 
     rows = load_faceacts(path)
     if not rows:
         raise InputError("no utterances in the file", source=str(path))
     if cv:
-        oof = cross_validate(rows, tune=tune, progress=progress)
+        oof = cross_validate(rows, tune=tune, reuse=reuse, progress=progress)
         result = metrics([r.face_act for r in rows], oof.predicted)
         result["mode"] = (
             "cross-validated (5 conversation folds, each fold scored by a model trained on the others"
