@@ -113,7 +113,15 @@ def trace_single(torch: Any, module: Any, examples: Sequence[tuple[Any, ...]]) -
     return traced
 
 
+def quiet_loss_property(model: Any) -> None:
+    """Tracing and export read every attribute of a module; transformers' `loss_function` property
+    then logs "loss_type=None ... unrecognized" to stderr. guardian never computes a loss through it."""
+    if hasattr(type(model), "loss_function"):
+        model.loss_function = None
+
+
 def _trace_encoder(torch: Any, model: Any, tokenizer: Any) -> Any:
+    quiet_loss_property(model)
     class LastHidden(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()

@@ -18,14 +18,16 @@ second segment the previous utterances, newest first, each tagged "same:" or
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import shutil
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -34,7 +36,7 @@ import numpy as np
 
 from guardian import locations
 from guardian.errors import ModelUnavailable
-from guardian.sentence_encoder import DIM, default_model_path
+from guardian.sentence_encoder import DIM, default_model_path, quiet_loss_property
 from guardian.taxonomy import FaceAct
 
 TUNED_FILE = "tuned.npz"
@@ -105,6 +107,7 @@ def _network(n_classes: int) -> Any:
             return self.out(self.drop((hidden * m).sum(1) / m.sum(1).clamp(min=1.0)))
 
     net = PairClassifier()
+    quiet_loss_property(net.base)
     for p in net.base.embeddings.parameters():
         p.requires_grad_(False)
     if hasattr(net.base, "pooler") and net.base.pooler is not None:
@@ -155,6 +158,20 @@ def _onnxruntime() -> Any:
     return onnxruntime
 
 
+@contextlib.contextmanager
+def _quiet_root_logger() -> Iterator[None]:
+    """Root-logger records below ERROR dropped, and no stderr handler installed by logging.warning()."""
+    root = logging.getLogger()
+    level, guard = root.level, logging.NullHandler()
+    root.addHandler(guard)  # logging.warning() calls basicConfig() on a root logger without handlers
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+        root.removeHandler(guard)
+
+
 def _export_int8(net: Any, tokenizer: Any, max_len: int, target: Path) -> None:
     """`net` (float32) -> ONNX -> dynamically quantised int8 ONNX at `target` (written atomically)."""
     torch = _torch()
@@ -172,7 +189,8 @@ def _export_int8(net: Any, tokenizer: Any, max_len: int, target: Path) -> None:
                 net, example, str(exported), input_names=["ids", "types", "mask"], output_names=["logits"],
                 dynamic_axes=axes, opset_version=17, dynamo=False,
             )
-        quantize_dynamic(str(exported), str(part), weight_type=QuantType.QInt8, per_channel=True)
+        with _quiet_root_logger():  # the quantiser logs advice to the root logger (stderr)
+            quantize_dynamic(str(exported), str(part), weight_type=QuantType.QInt8, per_channel=True)
     part.replace(target)
 
 
