@@ -274,6 +274,23 @@ def test_a_damaged_int8_cache_file_is_a_clear_error(tmp_path: Path, monkeypatch:
         tuned.predict_proba([("asker: Would you donate?", "start")])
 
 
+@pytest.mark.slow
+def test_a_failed_int8_build_is_a_clear_error_and_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import onnxruntime.quantization
+
+    from guardian.detectors.intent_model import bundled_artifact_dir
+
+    def disk_full(*_args: object, **_kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(onnxruntime.quantization, "quantize_dynamic", disk_full)
+    monkeypatch.setenv("GUARDIAN_CACHE_DIR", str(tmp_path))
+    tuned = TunedFaceActs.load(bundled_artifact_dir())
+    with pytest.raises(ModelUnavailable, match=r"No space left.*tuned = false"):
+        tuned.predict_proba([("asker: Would you donate?", "start")])
+    assert list((tmp_path / "intent_int8").iterdir()) == []
+
+
 def test_an_unwritable_cache_falls_back_to_a_private_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from guardian.detectors import intent_tuned
 

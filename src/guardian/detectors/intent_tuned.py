@@ -189,9 +189,12 @@ def _export_int8(net: Any, tokenizer: Any, max_len: int, target: Path) -> None:
                 net, example, str(exported), input_names=["ids", "types", "mask"], output_names=["logits"],
                 dynamic_axes=axes, opset_version=17, dynamo=False,
             )
-        with _quiet_root_logger():  # the quantiser logs advice to the root logger (stderr)
-            quantize_dynamic(str(exported), str(part), weight_type=QuantType.QInt8, per_channel=True)
-    part.replace(target)
+        try:
+            with _quiet_root_logger():  # the quantiser logs advice to the root logger (stderr)
+                quantize_dynamic(str(exported), str(part), weight_type=QuantType.QInt8, per_channel=True)
+            part.replace(target)
+        finally:
+            part.unlink(missing_ok=True)
 
 
 def _int8_dir() -> Path:
@@ -290,7 +293,15 @@ class TunedFaceActs:
             tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()), local_files_only=True)
             target = _int8_dir() / f"{self.digest()}.int8.onnx"
             if not target.is_file():
-                _export_int8(self.network(), tokenizer, self.config.max_len, target)
+                try:
+                    _export_int8(self.network(), tokenizer, self.config.max_len, target)
+                except ModelUnavailable:
+                    raise
+                except Exception as exc:  # exporter, quantiser or disk: one sentence, not a traceback
+                    raise ModelUnavailable(
+                        f"could not build the int8 copy of the fine-tuned intent model in {target.parent} "
+                        f"({type(exc).__name__}: {exc}); free disk space or set [intent] tuned = false"
+                    ) from None
             options = ort.SessionOptions()
             options.intra_op_num_threads = RUNTIME_THREADS
             options.inter_op_num_threads = 1
