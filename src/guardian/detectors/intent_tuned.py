@@ -146,9 +146,12 @@ def _pad(torch: Any, ids: list[list[int]], types: list[list[int]]) -> tuple[Any,
     return inp, typ, mask
 
 
-def _onnxruntime() -> Any:
+def _onnxruntime(*, exporting: bool = False) -> Any:
+    """onnxruntime; with `exporting`, also onnx (torch's exporter and the quantiser need it,
+    running a cached int8 file does not, so it is not imported then)."""
     try:
-        import onnx  # noqa: F401  (the exporter and the quantiser need it)
+        if exporting:
+            import onnx  # noqa: F401
         import onnxruntime
     except ImportError as exc:
         raise ModelUnavailable(
@@ -175,6 +178,7 @@ def _quiet_root_logger() -> Iterator[None]:
 def _export_int8(net: Any, tokenizer: Any, max_len: int, target: Path) -> None:
     """`net` (float32) -> ONNX -> dynamically quantised int8 ONNX at `target` (written atomically)."""
     torch = _torch()
+    _onnxruntime(exporting=True)
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
     example = _pad(torch, *_tokenize(tokenizer, [("asker: Would you like to help?", "start")], max_len))
