@@ -34,6 +34,11 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=TuneConfig().seed, help="fold f trains with seed + f")
     ap.add_argument("--epochs", type=int, default=TuneConfig().epochs)
+    ap.add_argument("--context", type=int, default=2, help="previous utterances in the second segment")
+    ap.add_argument("--max-len", type=int, default=TuneConfig().max_len, help="word pieces per pair")
+    ap.add_argument("--power", type=float, default=TuneConfig().class_weight_power,
+                    help="class-weight power (0 = none, 1 = balanced)")
+    ap.add_argument("--pooling", default=TuneConfig().pooling, choices=["all", "utterance"])
     ap.add_argument("--folds", default="0,1,2,3,4")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", required=True)
@@ -42,10 +47,11 @@ def main() -> int:
 
     rows = load_faceacts()
     classes = [a for a in FaceAct if any(r.face_act == a for r in rows)]
-    pairs = [pair_text(u.text, u.speaker, u.opener, u.context) for u in utterances_in_context(rows)]
+    pairs = [pair_text(u.text, u.speaker, u.opener, u.context) for u in utterances_in_context(rows, context=args.context)]
     proba_file = Path(f"{args.out}_proba.npy")
     proba = np.load(proba_file) if proba_file.is_file() else np.full((len(rows), len(classes)), np.nan, np.float32)
-    config = replace(TuneConfig(), epochs=args.epochs)
+    config = replace(TuneConfig(), epochs=args.epochs, max_len=args.max_len,
+                     class_weight_power=args.power, pooling=args.pooling)
     for f, (train, test) in enumerate(conversation_folds([r.conversation_id for r in rows], k=5)):
         if str(f) not in args.folds.split(","):
             continue

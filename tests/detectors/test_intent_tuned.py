@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -299,3 +300,60 @@ def test_an_unwritable_cache_falls_back_to_a_private_folder(tmp_path: Path, monk
     monkeypatch.setenv("GUARDIAN_CACHE_DIR", str(blocker / "cache"))
     folder = intent_tuned._int8_dir()
     assert folder.is_dir() and blocker not in folder.parents
+
+
+@pytest.mark.slow
+def test_utterance_pooling_reads_only_the_utterance_and_survives_export(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`pooling="utterance"` (an experiment knob, docs/intent.md): the head averages the
+    utterance's word pieces only; it is saved with the model and kept by the int8 copy."""
+    import torch
+
+    from guardian.detectors import intent_tuned
+
+    monkeypatch.setenv("GUARDIAN_CACHE_DIR", str(tmp_path / "cache"))
+    rows = _rows()
+    pairs, labels = _pairs(rows), [r.face_act for r in rows]
+    config = replace(TINY, pooling="utterance")
+    model = train_tuned(pairs, labels, config=config)
+    model.save(tmp_path / "m")
+    loaded = TunedFaceActs.load(tmp_path / "m")
+    assert loaded.config.pooling == "utterance"
+
+    net = loaded.network()
+    ids, types = intent_tuned._tokenize(loaded._tokenizer or _tokenizer(), pairs[:8], config.max_len)
+    inp, typ, mask = intent_tuned._pad(torch, ids, types)
+    with torch.inference_mode():
+        hidden = net.base(input_ids=inp, token_type_ids=typ, attention_mask=mask).last_hidden_state
+        keep = (mask * (typ == 0)).unsqueeze(-1).float()
+        by_hand = net.out((hidden * keep).sum(1) / keep.sum(1))
+        np.testing.assert_allclose(net(inp, typ, mask).numpy(), by_hand.numpy(), atol=1e-5)
+        everything = net.out((hidden * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True))
+        assert not np.allclose(by_hand.numpy(), everything.numpy(), atol=1e-3)
+        exact = torch.softmax(by_hand, -1).numpy()
+    int8 = loaded.predict_proba(pairs[:8])
+    assert float(np.abs(int8 - exact).mean()) < 0.02
+    assert loaded.digest() != TunedFaceActs(
+        classes=loaded.classes, layers=loaded.layers, head_weight=loaded.head_weight, head_bias=loaded.head_bias,
+        config=TINY,
+    ).digest()
+
+
+def test_training_keys_of_default_pooling_do_not_name_the_field() -> None:
+    """Fold models cached before `pooling` existed are still found; another pooling is another key."""
+    from guardian.detectors import intent_tuned
+
+    assert "pooling" not in intent_tuned._key_fields(TINY)
+    pairs, labels = [("asker: Will you donate?", "start")], [FaceAct.HNEG_MINUS]
+    assert intent_tuned.training_key(pairs, labels, TINY) != intent_tuned.training_key(
+        pairs, labels, replace(TINY, pooling="utterance")
+    )
+
+
+def _tokenizer():  # type: ignore[no-untyped-def]
+    from transformers import AutoTokenizer
+
+    from guardian.sentence_encoder import default_model_path
+
+    return AutoTokenizer.from_pretrained(str(default_model_path()), local_files_only=True)

