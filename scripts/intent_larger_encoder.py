@@ -65,6 +65,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=TuneConfig().seed, help="fold f trains with seed + f")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--out", required=True)
+    ap.add_argument("--save-models", action="store_true",
+                    help="also save each fold's network (float16 state dict) as <out>_fold<f>.pt, for int8 "
+                    "measurements or distillation without retraining")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     config = TuneConfig()
@@ -106,6 +109,8 @@ def main() -> int:
             on_step=lambda s, _l, f=f, steps=steps: print(f"fold {f} step {s}/{steps}", file=sys.stderr, flush=True)
             if s % 50 == 0 else None,
         )
+        if args.save_models:
+            torch.save({k: v.half() for k, v in net.state_dict().items()}, f"{args.out}_fold{f}.pt")
         order = sorted(test, key=lambda i: len(ids[i]))
         with torch.inference_mode():
             for c in range(0, len(order), 64):
