@@ -82,7 +82,7 @@ def main() -> int:
 
     torch.set_num_threads(1)
     for path in [str(default_model_path()), *sys.argv[1:]]:
-        print(json.dumps({"encoder": Path(path).name, **cost(torch, path)}), flush=True)
+        print(json.dumps({"encoder": path, **cost(torch, path)}), flush=True)
     return 0
 
 
