@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from intent_larger_encoder import network
 
 import guardian  # noqa: F401  (offline environment defaults)
 from guardian.sentence_encoder import default_model_path
@@ -25,23 +26,8 @@ from guardian.sentence_encoder import default_model_path
 def cost(torch: Any, path: str) -> dict[str, float]:
     import onnxruntime as ort
     from onnxruntime.quantization import QuantType, quantize_dynamic
-    from transformers import AutoModel
 
-    base = AutoModel.from_pretrained(path, local_files_only=True)
-
-    class Net(torch.nn.Module):  # type: ignore[name-defined,misc]
-        def __init__(self) -> None:
-            super().__init__()
-            self.base, self.out = base, torch.nn.Linear(base.config.hidden_size, 8)
-
-        def forward(self, ids: Any, mask: Any) -> Any:
-            h = self.base(input_ids=ids, attention_mask=mask).last_hidden_state
-            m = mask.unsqueeze(-1).float()
-            return self.out((h * m).sum(1) / m.sum(1))
-
-    net = Net()
-    for p in net.base.embeddings.parameters():
-        p.requires_grad_(False)
+    net = network(torch, path, 8)  # the experiment's network: embeddings frozen, mean pooling
     opt = torch.optim.AdamW([p for p in net.parameters() if p.requires_grad], lr=5e-5)
     ids, y = torch.randint(1000, 20000, (32, 45)), torch.randint(0, 8, (32,))
     mask = torch.ones_like(ids)

@@ -321,8 +321,9 @@ def test_utterance_pooling_reads_only_the_utterance_and_survives_export(
     loaded = TunedFaceActs.load(tmp_path / "m")
     assert loaded.config.pooling == "utterance"
 
+    int8 = loaded.predict_proba(pairs[:8])  # builds the int8 copy and loads the tokenizer
     net = loaded.network()
-    ids, types = intent_tuned._tokenize(loaded._tokenizer or _tokenizer(), pairs[:8], config.max_len)
+    ids, types = intent_tuned._tokenize(loaded._tokenizer, pairs[:8], config.max_len)
     inp, typ, mask = intent_tuned._pad(torch, ids, types)
     with torch.inference_mode():
         hidden = net.base(input_ids=inp, token_type_ids=typ, attention_mask=mask).last_hidden_state
@@ -332,7 +333,6 @@ def test_utterance_pooling_reads_only_the_utterance_and_survives_export(
         everything = net.out((hidden * mask.unsqueeze(-1)).sum(1) / mask.sum(1, keepdim=True))
         assert not np.allclose(by_hand.numpy(), everything.numpy(), atol=1e-3)
         exact = torch.softmax(by_hand, -1).numpy()
-    int8 = loaded.predict_proba(pairs[:8])
     assert float(np.abs(int8 - exact).mean()) < 0.02
     assert loaded.digest() != TunedFaceActs(
         classes=loaded.classes, layers=loaded.layers, head_weight=loaded.head_weight, head_bias=loaded.head_bias,
@@ -349,11 +349,3 @@ def test_training_keys_of_default_pooling_do_not_name_the_field() -> None:
     assert intent_tuned.training_key(pairs, labels, TINY) != intent_tuned.training_key(
         pairs, labels, replace(TINY, pooling="utterance")
     )
-
-
-def _tokenizer():  # type: ignore[no-untyped-def]
-    from transformers import AutoTokenizer
-
-    from guardian.sentence_encoder import default_model_path
-
-    return AutoTokenizer.from_pretrained(str(default_model_path()), local_files_only=True)

@@ -30,7 +30,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -61,7 +61,20 @@ class TuneConfig:
     seed: int = 17
     #: What the head reads: the mean over all word pieces ("all"), or over the utterance's own
     #: ("utterance": the context still shapes them through attention, but does not dilute them).
-    pooling: str = "all"
+    pooling: Literal["all", "utterance"] = "all"
+
+    def __post_init__(self) -> None:
+        if self.pooling not in ("all", "utterance"):
+            raise ValueError(f"pooling must be 'all' or 'utterance', not {self.pooling!r}")
+
+
+#: Fields added to TuneConfig after models were first trained and cached: they enter training keys
+#: and int8 digests only when set to something other than their default, so those models are still found.
+LATER_FIELDS = ("pooling",)
+
+
+def _later_fields_set(config: TuneConfig) -> dict[str, Any]:
+    return {f: getattr(config, f) for f in LATER_FIELDS if getattr(config, f) != getattr(TuneConfig(), f)}
 
 
 def pair_text(text: str, speaker: str, opener: bool, context: Sequence[tuple[str, str]]) -> tuple[str, str]:
@@ -282,8 +295,8 @@ class TunedFaceActs:
         """Names the int8 file: the weights, the input length and the runtime that quantised them."""
         ort = _onnxruntime()
         h = hashlib.sha256(f"{RUNTIME_VERSION}|{ort.__version__}|{self.config.max_len}|".encode())
-        if self.config.pooling != "all":
-            h.update(f"pooling={self.config.pooling}|".encode())
+        for field, value in _later_fields_set(self.config).items():
+            h.update(f"{field}={value}|".encode())
         h.update("|".join(str(c) for c in self.classes).encode())
         for key in sorted(self.layers):
             h.update(key.encode())
@@ -424,12 +437,9 @@ def training_key(pairs: Sequence[tuple[str, str]], labels: Sequence[FaceAct], co
 
 
 def _key_fields(config: TuneConfig) -> dict[str, Any]:
-    """The config as it enters a training key: fields added later only when set, so fold models
-    cached before a field existed are still found."""
-    fields = asdict(config)
-    if fields["pooling"] == "all":
-        del fields["pooling"]
-    return fields
+    """The config as it enters a training key (`LATER_FIELDS` only when set)."""
+    fields = {k: v for k, v in asdict(config).items() if k not in LATER_FIELDS}
+    return {**fields, **_later_fields_set(config)}
 
 
 def train_tuned_cached(
