@@ -5,6 +5,7 @@ frozen, one thread) and one pair's forward pass as per-channel int8 in onnxrunti
 (the shipped runtime), p50 of 50. Random weights in the head: only time is measured.
 
     .venv/bin/python scripts/intent_encoder_cost.py /tmp/all-mpnet-base-v2    # MiniLM is always measured
+    .venv/bin/python scripts/intent_encoder_cost.py /tmp/all-mpnet-base-v2::6 # its first six layers only
 """
 
 from __future__ import annotations
@@ -23,11 +24,11 @@ import guardian  # noqa: F401  (offline environment defaults)
 from guardian.sentence_encoder import default_model_path
 
 
-def cost(torch: Any, path: str) -> dict[str, float]:
+def cost(torch: Any, path: str, layers: int = 0) -> dict[str, float]:
     import onnxruntime as ort
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    net = network(torch, path, 8)  # the experiment's network: embeddings frozen, mean pooling
+    net = network(torch, path, 8, layers)  # the experiment's network: embeddings frozen, mean pooling
     opt = torch.optim.AdamW([p for p in net.parameters() if p.requires_grad], lr=5e-5)
     ids, y = torch.randint(1000, 20000, (32, 45)), torch.randint(0, 8, (32,))
     mask = torch.ones_like(ids)
@@ -67,8 +68,9 @@ def main() -> int:
     import torch
 
     torch.set_num_threads(1)
-    for path in [str(default_model_path()), *sys.argv[1:]]:
-        print(json.dumps({"encoder": path, **cost(torch, path)}), flush=True)
+    for arg in [str(default_model_path()), *sys.argv[1:]]:
+        path, _, layers = arg.partition("::")
+        print(json.dumps({"encoder": path, "layers": int(layers or 0), **cost(torch, path, int(layers or 0))}), flush=True)
     return 0
 
 

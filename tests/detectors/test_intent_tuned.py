@@ -16,6 +16,7 @@ from guardian.detectors.intent_tuned import (
     pair_text,
     train_tuned,
 )
+from guardian.encoders import EncoderName, encoder_path
 from guardian.errors import ModelUnavailable
 from guardian.eval.datasets import load_faceacts
 from guardian.taxonomy import FaceAct
@@ -175,22 +176,60 @@ def test_first_prediction_in_a_fresh_process_loads_both_halves(tmp_path: Path) -
     assert done.stderr == ""
 
 
-def test_pairs_are_cut_like_the_tokenizer_and_long_utterances_too() -> None:
+@pytest.mark.parametrize("encoder", ["minilm", "mpnet"])
+def test_pairs_are_cut_like_the_tokenizer_and_long_utterances_too(encoder: EncoderName) -> None:
     from transformers import AutoTokenizer
 
     from guardian.detectors.intent_tuned import _tokenize
-    from guardian.sentence_encoder import default_model_path
 
-    tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()), local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(str(encoder_path(encoder)), local_files_only=True)
     pairs = _pairs(_rows(3))
     ids, types = _tokenize(tokenizer, pairs, 48)
     for (a, b), i, t in zip(pairs, ids, types, strict=True):
-        if len(tokenizer(a)["input_ids"]) < 46:  # where the tokenizer's own truncation works, same output
+        if len(tokenizer(a)["input_ids"]) < 44:  # where the tokenizer's own truncation works, same output
             want = tokenizer(a, b, truncation="only_second", max_length=48)
-            assert (want["input_ids"], want["token_type_ids"]) == (i, t)
+            assert want["input_ids"] == i
+            # segment ids: the utterance with its markers, then the context (BERT's own; MPNet has none)
+            assert want.get("token_type_ids", t) == t and t.index(1) == len(tokenizer(a)["input_ids"])
     long_ids, long_types = _tokenize(tokenizer, [("asker: " + "please " * 300, "other: no")], 48)
     assert len(long_ids[0]) == len(long_types[0]) == 48
     assert long_ids[0][0] == tokenizer.cls_token_id and long_ids[0][-1] == tokenizer.sep_token_id
+
+
+def test_config_names_a_known_encoder_and_a_layer_count() -> None:
+    with pytest.raises(ValueError, match="encoder must be one of minilm, mpnet"):
+        TuneConfig(encoder="bert")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="layers must be 0"):
+        TuneConfig(layers=-1)
+
+
+@pytest.mark.slow
+def test_a_cut_mpnet_trains_saves_and_runs_as_int8(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """all-mpnet-base-v2 cut to its first layers: only those are trained and saved, MPNet's pair
+    layout and missing segment ids survive the int8 export, and the copy follows float32."""
+    import torch
+
+    from guardian.detectors import intent_tuned
+
+    monkeypatch.setenv("GUARDIAN_CACHE_DIR", str(tmp_path / "cache"))
+    rows = _rows()
+    pairs, labels = _pairs(rows), [r.face_act for r in rows]
+    config = replace(TINY, encoder="mpnet", layers=1)
+    model = train_tuned(pairs, labels, config=config)
+    assert {k.split(".")[1] for k in model.layers if k.startswith("layer.")} == {"0"}
+    model.save(tmp_path / "m")
+    loaded = TunedFaceActs.load(tmp_path / "m")
+    assert (loaded.config.encoder, loaded.config.layers) == ("mpnet", 1)
+    assert loaded.head_weight.shape == (len(loaded.classes), 768)
+
+    int8 = loaded.predict_proba(pairs[:8])
+    assert "types" not in loaded._inputs  # pooling over every piece: the graph never reads segment ids
+    ids, types = intent_tuned._tokenize(loaded._tokenizer, pairs[:8], config.max_len)
+    with torch.inference_mode():
+        exact = np.stack([torch.softmax(loaded.network()(*intent_tuned._pad(torch, [i], [t])), -1)[0].numpy()
+                          for i, t in zip(ids, types, strict=True)])
+    assert float(np.abs(int8 - exact).mean()) < 0.02
+    assert int8.argmax(1).tolist() == exact.argmax(1).tolist()
 
 
 @pytest.mark.slow
@@ -346,6 +385,7 @@ def test_training_keys_of_default_pooling_do_not_name_the_field() -> None:
 
     assert "pooling" not in intent_tuned._key_fields(TINY)
     pairs, labels = [("asker: Will you donate?", "start")], [FaceAct.HNEG_MINUS]
-    assert intent_tuned.training_key(pairs, labels, TINY) != intent_tuned.training_key(
-        pairs, labels, replace(TINY, pooling="utterance")
-    )
+    keys = {intent_tuned.training_key(pairs, labels, c) for c in (
+        TINY, replace(TINY, pooling="utterance"), replace(TINY, encoder="mpnet"), replace(TINY, layers=4))}
+    assert len(keys) == 4
+    assert not {"encoder", "layers"} & set(intent_tuned._key_fields(TINY))

