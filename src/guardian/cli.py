@@ -170,6 +170,16 @@ def eval_mentalmanip(
 # --- intent (issue 4): eval faceacts ------------------------------------------------------------
 
 
+EncoderOption = Annotated[
+    str | None,
+    typer.Option("--encoder", help="Encoder the tuned half fine-tunes: minilm | mpnet (default: the shipped model's)."),
+]
+LayersOption = Annotated[
+    int | None,
+    typer.Option("--layers", help="Keep only the encoder's first N layers (0: all; default: the shipped model's)."),
+]
+
+
 @eval_app.command("faceacts")
 def eval_faceacts(
     file: Annotated[str, typer.Argument(help="Face-act CSV: conversation_id,turn,speaker,utterance,face_act.")],
@@ -187,14 +197,8 @@ def eval_faceacts(
         typer.Option("--retrain", help="With --cv: fine-tune every fold afresh instead of reusing fold models "
                      "cached by an earlier run on the same rows and settings."),
     ] = False,
-    encoder: Annotated[
-        str | None,
-        typer.Option("--encoder", help="Encoder the tuned half fine-tunes: minilm | mpnet (default: the shipped model's)."),
-    ] = None,
-    layers: Annotated[
-        int | None,
-        typer.Option("--layers", help="Keep only the encoder's first N layers (0: all; default: the shipped model's)."),
-    ] = None,
+    encoder: EncoderOption = None,
+    layers: LayersOption = None,
 ) -> None:
     """Face-act accuracy, macro-F1, per-class P/R/F1 and latency of the intent model on a CSV."""
     from guardian.detectors.intent_cli import run_eval_faceacts
@@ -214,14 +218,8 @@ def train_intent(
     linear_only: Annotated[
         bool, typer.Option("--linear-only", help="Train only the linear model (a minute or two, less accurate).")
     ] = False,
-    encoder: Annotated[
-        str | None,
-        typer.Option("--encoder", help="Encoder the tuned half fine-tunes: minilm | mpnet (default: the shipped model's)."),
-    ] = None,
-    layers: Annotated[
-        int | None,
-        typer.Option("--layers", help="Keep only the encoder's first N layers (0: all; default: the shipped model's)."),
-    ] = None,
+    encoder: EncoderOption = None,
+    layers: LayersOption = None,
 ) -> None:
     """Rebuild the intent (face-act) model from the labelled data, deterministically."""
     from guardian.detectors.intent_cli import run_train_intent
