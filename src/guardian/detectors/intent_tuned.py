@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import hashlib
 import inspect
 import json
@@ -65,8 +66,8 @@ class TuneConfig:
     #: ("utterance": the context still shapes them through attention, but does not dilute them).
     pooling: Literal["all", "utterance"] = "all"
     #: Which encoder is fine-tuned (`guardian.encoders`), and how many of its first layers are
-    #: kept (0: all): all-mpnet-base-v2 cut to six layers is more accurate than MiniLM at a
-    #: cost that still fits a live turn (docs/intent.md, "A larger encoder").
+    #: kept (0: all): all-mpnet-base-v2 cut to six layers is more accurate than MiniLM but costs
+    #: 24 ms per live turn against 10 (docs/intent.md, "all-mpnet-base-v2 cut to its first layers").
     encoder: EncoderName = "minilm"
     layers: int = 0
 
@@ -173,13 +174,15 @@ def _tokenize(tokenizer: Any, pairs: Sequence[tuple[str, str]], max_len: int) ->
     return ids, types
 
 
-def _pair_markers(tokenizer: Any) -> tuple[list[int], list[int], list[int]]:
+@functools.lru_cache(maxsize=8)
+def _pair_markers(tokenizer: Any) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """The special ids an encoder puts before, between and after a pair's two segments
-    (MiniLM: [CLS] / [SEP] / [SEP]; MPNet: <s> / </s></s> / </s>), read off the tokenizer itself."""
+    (MiniLM: [CLS] / [SEP] / [SEP]; MPNet: <s> / </s></s> / </s>), read off the tokenizer itself,
+    once per tokenizer (`_tokenize` runs on every live turn)."""
     (x,), (y,) = (tokenizer(t, add_special_tokens=False)["input_ids"] for t in ("a", "b"))
     full: list[int] = tokenizer("a", "b")["input_ids"]
     i, j = full.index(x), full.index(y, full.index(x) + 1)
-    return full[:i], full[i + 1 : j], full[j + 1 :]
+    return tuple(full[:i]), tuple(full[i + 1 : j]), tuple(full[j + 1 :])
 
 
 def _pad(torch: Any, ids: list[list[int]], types: list[list[int]]) -> tuple[Any, Any, Any]:
