@@ -18,8 +18,7 @@ import time
 from dataclasses import replace
 
 import guardian  # noqa: F401  (offline environment defaults)
-from guardian import locations
-from guardian.detectors.intent_train import utterances_in_context
+from guardian.detectors.intent_train import tuned_models_dir, utterances_in_context
 from guardian.detectors.intent_tuned import TuneConfig, pair_text, train_tuned_cached
 from guardian.eval.datasets import load_faceacts
 from guardian.eval.folds import conversation_folds
@@ -37,7 +36,7 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     rows = load_faceacts()
     tune = replace(TuneConfig(), encoder=args.encoder, layers=args.layers)
-    folder = locations.cache_dir() / "intent_cv_tuned"
+    folder = tuned_models_dir()
     for f, (train, _test) in enumerate(conversation_folds([r.conversation_id for r in rows], k=5)):
         if str(f) not in args.folds.split(","):
             continue

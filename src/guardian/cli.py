@@ -220,11 +220,16 @@ def train_intent(
     ] = False,
     encoder: EncoderOption = None,
     layers: LayersOption = None,
+    retrain: Annotated[
+        bool,
+        typer.Option("--retrain", help="Fine-tune afresh instead of reusing a model (or teacher) cached by an "
+                     "earlier run on the same rows and settings."),
+    ] = False,
 ) -> None:
     """Rebuild the intent (face-act) model from the labelled data, deterministically."""
     from guardian.detectors.intent_cli import run_train_intent
 
-    run_train_intent(out=out, data=data, linear_only=linear_only, encoder=encoder, layers=layers)
+    run_train_intent(out=out, data=data, linear_only=linear_only, encoder=encoder, layers=layers, retrain=retrain)
 
 
 # --- retrieval + LLM agents (issue 5): index --------------------------------------------------

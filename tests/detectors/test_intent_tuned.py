@@ -389,3 +389,76 @@ def test_training_keys_of_default_pooling_do_not_name_the_field() -> None:
         TINY, replace(TINY, pooling="utterance"), replace(TINY, encoder="mpnet"), replace(TINY, layers=4))}
     assert len(keys) == 4
     assert not {"encoder", "layers"} & set(intent_tuned._key_fields(TINY))
+
+
+# -- distillation: a MiniLM student learning from a teacher's logits --
+
+
+def test_distillation_settings_are_checked_and_name_the_teacher() -> None:
+    for bad, message in (({"teacher": "bert", "soft_share": 0.5}, "teacher must be one of"),
+                         ({"teacher": "mpnet"}, "teaches nothing"),
+                         ({"soft_share": 1.5}, "soft_share must be between"),
+                         ({"temperature": 0.0}, "temperature must be above")):
+        with pytest.raises(ValueError, match=message):
+            TuneConfig(**bad)  # type: ignore[arg-type]
+    student = TuneConfig(teacher="mpnet", teacher_layers=6, soft_share=0.5, temperature=2.0, seed=9)
+    assert student.teacher_config() == TuneConfig(encoder="mpnet", layers=6, seed=9)
+    assert TuneConfig().teacher_config() is None
+
+
+@pytest.mark.slow
+def test_a_student_follows_its_teacher_as_far_as_soft_share_says() -> None:
+    """A teacher that always names one act the gold labels rarely give: the student that listens
+    only to it names that act, the one that listens only to the gold labels does not."""
+    rows = _rows()
+    pairs, labels = _pairs(rows), [r.face_act for r in rows]
+    classes = sorted(set(labels), key=list(FaceAct).index)
+    rare = min(classes, key=labels.count)
+    assert labels.count(rare) / len(labels) < 0.1
+    teacher = np.full((len(pairs), len(classes)), -4.0)
+    teacher[:, classes.index(rare)] = 4.0
+    config = replace(TINY, epochs=3)
+    taught = train_tuned(pairs, labels, config=replace(config, soft_share=1.0, temperature=2.0), teacher=teacher)
+    gold = train_tuned(pairs, labels, config=config, teacher=teacher)  # soft_share 0: the teacher is ignored
+    assert (taught.predict_proba(pairs).argmax(1) == classes.index(rare)).mean() > 0.9
+    assert (gold.predict_proba(pairs).argmax(1) == classes.index(rare)).mean() < 0.5
+    with pytest.raises(ValueError, match="teacher logits are"):
+        train_tuned(pairs, labels, config=config, teacher=teacher[1:])
+
+
+@pytest.mark.slow
+def test_a_teacher_is_trained_once_cached_and_serves_every_student(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from guardian.detectors import intent_tuned
+
+    rows = _rows()
+    pairs, labels = _pairs(rows), [r.face_act for r in rows]
+    student = replace(TINY, teacher="minilm", teacher_layers=1, soft_share=0.5, temperature=2.0)
+    trained: list[tuple[TuneConfig, bool]] = []
+    real = intent_tuned.train_tuned
+
+    def recording(*args: object, config: TuneConfig, teacher: np.ndarray | None = None, **kwargs: object) -> object:
+        trained.append((config, teacher is not None))
+        return real(*args, config=config, teacher=teacher, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(intent_tuned, "train_tuned", recording)
+    steps: list[tuple[int, int]] = []
+    model = intent_tuned.train_tuned_cached(pairs, labels, config=student, folder=tmp_path,
+                                            progress=lambda d, t: steps.append((d, t)))
+    assert trained == [(student.teacher_config(), False), (student, True)]
+    assert [d for d, _ in steps] == sorted(d for d, _ in steps) and steps[-1][0] == steps[-1][1]
+    teacher_dir = tmp_path / intent_tuned.training_key(pairs, labels, student.teacher_config())  # type: ignore[arg-type]
+    teacher = TunedFaceActs.load(teacher_dir)
+    assert teacher.config.layers == 1 and model.config == student
+    assert {k.split(".")[1] for k in model.layers if k.startswith("layer.")} == {str(i) for i in range(6)}
+    np.testing.assert_allclose(  # what the student learnt from: the teacher's logits, as its probabilities say
+        teacher.predict_proba(pairs[:5]),
+        np.exp(teacher.logits(pairs[:5])) / np.exp(teacher.logits(pairs[:5])).sum(1, keepdims=True), atol=1e-6)
+
+    trained.clear()  # another student of the same teacher: only the student trains
+    intent_tuned.train_tuned_cached(pairs, labels, config=replace(student, temperature=1.0), folder=tmp_path)
+    assert trained == [(replace(student, temperature=1.0), True)]
+    trained.clear()  # the same student again: nothing trains
+    again = intent_tuned.train_tuned_cached(pairs, labels, config=student, folder=tmp_path)
+    assert trained == [] and again.digest() == model.digest()

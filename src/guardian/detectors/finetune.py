@@ -58,8 +58,16 @@ def fit(
     on_step: Callable[[int, float], None] | None = None,
     on_epoch: Callable[[int, float], None] | None = None,
     eval_modules: tuple[Any, ...] = (),
+    soft: np.ndarray | None = None,
+    soft_share: float = 0.0,
+    temperature: float = 1.0,
 ) -> None:
     """AdamW with linear warm-up/decay; bf16 autocast forward on CPU, float32 cross-entropy.
+
+    With `soft` ((n, classes) probabilities from a teacher, already softened at `temperature`),
+    the loss is `(1 - soft_share)` of the weighted cross-entropy with `labels` plus `soft_share`
+    of the cross-entropy with the teacher at `temperature` (scaled by its square, so the two
+    parts' gradients keep their size whatever the temperature: Hinton et al., 2015).
 
     `on_step(step, loss)` after every batch (progress bars), `on_epoch(epoch, total_loss)` after
     every epoch. `eval_modules` stay in eval mode while the rest trains (frozen parts whose
@@ -81,6 +89,9 @@ def fit(
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 logits = model(*inputs)
             loss = torch.nn.functional.cross_entropy(logits.float(), torch.tensor(labels[b]), weight=weight)
+            if soft is not None and soft_share > 0:
+                taught = torch.nn.functional.cross_entropy(logits.float() / temperature, torch.from_numpy(soft[b]))
+                loss = (1.0 - soft_share) * loss + soft_share * temperature**2 * taught
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()

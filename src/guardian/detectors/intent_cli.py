@@ -107,7 +107,7 @@ def _training_overlap(path: Path, trained_on: str | None) -> int:
 
 def run_train_intent(
     *, out: str | None, data: str | None, linear_only: bool = False, encoder: str | None = None,
-    layers: int | None = None,
+    layers: int | None = None, retrain: bool = False,
 ) -> None:
     from guardian.detectors.intent_model import cached_artifact_dir
     from guardian.detectors.intent_train import train_and_save
@@ -119,7 +119,8 @@ def run_train_intent(
         typer.echo(f"training the linear model, then fine-tuning {tune.encoder} (15-20 min on one core for "
                    "minilm, about 45 for mpnet cut to 6 layers; --linear-only skips it)", err=True)
     model = train_and_save(target, data=Path(data) if data else None,
-                           tune=None if linear_only else tune, progress=_progress(f"fine-tuning {tune.encoder}"))
+                           tune=None if linear_only else tune, reuse=not retrain,
+                           progress=_progress(f"fine-tuning {tune.encoder}"))
     kind = f"linear + fine-tuned {tune.encoder}" if model.tuned is not None else "linear"
     typer.echo(f"intent model ({kind}, {len(model.classes)} face acts, {model.meta.get('n_train')} utterances) "
                f"written to {target}")

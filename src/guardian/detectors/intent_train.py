@@ -31,7 +31,7 @@ from guardian.detectors.intent_model import (
     context_vectors,
     side_text,
 )
-from guardian.detectors.intent_tuned import TuneConfig, pair_text, train_tuned, train_tuned_cached
+from guardian.detectors.intent_tuned import TuneConfig, pair_text, part_progress, train_tuned_cached
 from guardian.errors import InputError
 from guardian.eval.datasets import FaceActUtterance, faceacts_path, file_sha256, load_faceacts
 from guardian.eval.folds import conversation_folds
@@ -40,6 +40,12 @@ from guardian.taxonomy import PERSUASION_INTENTIONS, FaceAct
 
 #: Class weights are (n / (k * count)) ** power: rare acts (hpos-, sneg+, spos-) count more.
 CLASS_WEIGHT_POWER = 0.75  # 0 = no re-weighting, 1 = fully "balanced"; 0.75 chosen by CV (docs/intent.md)
+
+
+def tuned_models_dir() -> Path:
+    """Where fine-tuned models are cached by training key (fold models and teachers; the name
+    predates the all-data models kept there too)."""
+    return locations.cache_dir() / "intent_cv_tuned"
 
 
 def utterances_in_context(rows: Sequence[FaceActUtterance], *, context: int = CONTEXT) -> list[Utterance]:
@@ -108,10 +114,7 @@ def fit(
     if tune is not None:
         pairs = [pair_text(u.text, u.speaker, u.opener, u.context) for u in utts]
         labels = [r.face_act for r in rows]
-        tuned = (
-            train_tuned(pairs, labels, config=tune, progress=progress) if tuned_cache is None
-            else train_tuned_cached(pairs, labels, config=tune, folder=tuned_cache, progress=progress)
-        )
+        tuned = train_tuned_cached(pairs, labels, config=tune, folder=tuned_cache, progress=progress)
     return IntentModel(
         classes=[FaceAct(c) for c in clf.classes_],
         coef=np.asarray(clf.coef_),
@@ -152,7 +155,7 @@ def cross_validate(
     """Out-of-fold predictions; with `reuse`, fold models fine-tuned on the same inputs before
     (same rows, config, library versions: `intent_tuned.training_key`) come from the cache."""
     rows = list(rows)
-    tuned_cache = locations.cache_dir() / "intent_cv_tuned" if reuse else None
+    tuned_cache = tuned_models_dir() if reuse else None
     encoder = encoder or SentenceEncoder(cache_size=50_000, batch_size=64)
     encoder.encode([r.utterance for r in rows])  # once, shared by every fold
     folds = conversation_folds([r.conversation_id for r in rows], k=k)
@@ -164,7 +167,7 @@ def cross_validate(
     for f, (train, test) in enumerate(folds):
         fold_tune = TuneConfig(**{**asdict(tune), "seed": tune.seed + f}) if tune is not None else None
         model = fit([rows[i] for i in train], config=config, encoder=encoder, tune=fold_tune,
-                    tuned_cache=tuned_cache, progress=_fold_progress(progress, f, k))
+                    tuned_cache=tuned_cache, progress=part_progress(progress, f, k))
         p, _ = model.predict_proba([utts[i] for i in test])
         for j, c in enumerate(model.classes):
             proba[test, classes.index(c)] = p[:, j]
@@ -174,16 +177,6 @@ def cross_validate(
         oof.last_model = model
     oof.predicted = [classes[int(j)] for j in proba.argmax(1)]
     return oof
-
-
-def _fold_progress(
-    progress: Callable[[int, int], None] | None, fold: int, k: int
-) -> Callable[[int, int], None] | None:
-    """Progress over all folds from one fold's (step, total)."""
-    if progress is None:
-        return None
-    report = progress
-    return lambda step, total: report(fold * total + step, k * total)
 
 
 def metrics(gold: Sequence[FaceAct], predicted: Sequence[FaceAct]) -> dict[str, Any]:
@@ -275,9 +268,11 @@ def train_and_save(
     *,
     data: Path | None = None,
     tune: TuneConfig | None = None,
+    reuse: bool = True,
     progress: Callable[[int, int], None] | None = None,
 ) -> IntentModel:
-    """The reproducible build of the shipped artifact (`guardian train-intent`)."""
+    """The reproducible build of the shipped artifact (`guardian train-intent`); with `reuse`, a
+    fine-tuned model (or teacher) trained on exactly these inputs before comes from the cache."""
     import sklearn
     import torch
 
@@ -285,6 +280,6 @@ def train_and_save(
     rows = load_faceacts(path)
     meta = {"data_sha256": file_sha256(path), "n_train": len(rows), "sklearn": sklearn.__version__,
             "torch": torch.__version__, "tune_config": asdict(tune) if tune is not None else None}
-    model = fit(rows, meta=meta, tune=tune, progress=progress)
+    model = fit(rows, meta=meta, tune=tune, tuned_cache=tuned_models_dir() if reuse else None, progress=progress)
     model.save(out)
     return model

@@ -30,9 +30,9 @@ import tempfile
 import threading
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -70,6 +70,13 @@ class TuneConfig:
     #: 24 ms per live turn against 10 (docs/intent.md, "all-mpnet-base-v2 cut to its first layers").
     encoder: EncoderName = "minilm"
     layers: int = 0
+    #: Distillation: a teacher (an encoder and its layer count, as above) is fine-tuned on the same
+    #: pairs first, and this model learns from its logits too: `soft_share` of the loss follows the
+    #: teacher softened at `temperature`, the rest the gold labels ("" : no teacher).
+    teacher: str = ""
+    teacher_layers: int = 0
+    soft_share: float = 0.0
+    temperature: float = 1.0
 
     def __post_init__(self) -> None:
         if self.pooling not in ("all", "utterance"):
@@ -78,11 +85,26 @@ class TuneConfig:
             raise ValueError(f"encoder must be one of {', '.join(ENCODERS)}, not {self.encoder!r}")
         if self.layers < 0:
             raise ValueError(f"layers must be 0 (all) or more, not {self.layers}")
+        if not 0.0 <= self.soft_share <= 1.0:
+            raise ValueError(f"soft_share must be between 0 and 1, not {self.soft_share}")
+        if self.temperature <= 0:
+            raise ValueError(f"temperature must be above 0, not {self.temperature}")
+        if self.teacher not in ("", *ENCODERS):
+            raise ValueError(f"teacher must be one of {', '.join(ENCODERS)} or empty, not {self.teacher!r}")
+        if self.teacher and not self.soft_share:
+            raise ValueError("a teacher needs soft_share above 0, or it teaches nothing")
+
+    def teacher_config(self) -> TuneConfig | None:
+        """How the teacher is trained: this recipe with the teacher's encoder, and no teacher of its own."""
+        if not self.teacher:
+            return None
+        return replace(self, encoder=cast(EncoderName, self.teacher), layers=self.teacher_layers, teacher="",
+                       teacher_layers=0, soft_share=0.0, temperature=1.0)
 
 
 #: Fields added to TuneConfig after models were first trained and cached: they enter training keys
 #: and int8 digests only when set to something other than their default, so those models are still found.
-LATER_FIELDS = ("pooling", "encoder", "layers")
+LATER_FIELDS = ("pooling", "encoder", "layers", "teacher", "teacher_layers", "soft_share", "temperature")
 
 
 def _later_fields_set(config: TuneConfig) -> dict[str, Any]:
@@ -372,7 +394,13 @@ class TunedFaceActs:
 
     def predict_proba(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """(n, classes) probabilities for `pair_text` pairs."""
-        out = np.zeros((len(pairs), len(self.classes)), dtype=np.float32)
+        logits = self.logits(pairs)
+        p = np.exp(logits - logits.max(axis=1, keepdims=True))
+        return (p / p.sum(axis=1, keepdims=True)).astype(np.float32)
+
+    def logits(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """(n, classes) logits for `pair_text` pairs (what a student model learns from)."""
+        out = np.zeros((len(pairs), len(self.classes)), dtype=np.float64)
         if not pairs:
             return out
         self.prepare()
@@ -385,10 +413,7 @@ class TunedFaceActs:
                 "mask": np.ones((1, len(i)), dtype=np.int64),
             }
             # The exporter drops an input the graph never reads (segment ids, for MPNet pooling over all pieces).
-            logits = self._session.run(None, {k: v for k, v in feed.items() if k in self._inputs})[0][0]
-            logits = logits.astype(np.float64)
-            p = np.exp(logits - logits.max())
-            out[k] = p / p.sum()
+            out[k] = self._session.run(None, {k: v for k, v in feed.items() if k in self._inputs})[0][0]
         return out
 
     # -- persistence (plain arrays, no pickle) --
@@ -428,9 +453,15 @@ def train_tuned(
     labels: Sequence[FaceAct],
     *,
     config: TuneConfig | None = None,
+    teacher: np.ndarray | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> TunedFaceActs:
-    """Fine-tune the encoder's layers and a head on `pairs`. Deterministic for a seed on one thread."""
+    """Fine-tune the encoder's layers and a head on `pairs`. Deterministic for a seed on one thread.
+
+    `teacher`: another model's logits for `pairs` (columns in `FaceAct` order of the classes
+    present); the student then also learns from them, as `config.soft_share` and
+    `config.temperature` say (`finetune.fit`).
+    """
     from transformers import AutoTokenizer
 
     from guardian.detectors.finetune import batches_per_epoch, fit
@@ -447,6 +478,13 @@ def train_tuned(
     torch.manual_seed(config.seed)
     net = _network(len(classes), config)
     total = config.epochs * batches_per_epoch(len(y), config.batch_size)
+    soft = None
+    if teacher is not None:
+        if teacher.shape != (len(y), len(classes)):
+            raise ValueError(f"teacher logits are {teacher.shape}, not {(len(y), len(classes))}")
+        z = teacher.astype(np.float64) / config.temperature
+        z = np.exp(z - z.max(axis=1, keepdims=True))
+        soft = (z / z.sum(axis=1, keepdims=True)).astype(np.float32)
     fit(
         net,
         [{"params": net.base.encoder.parameters(), "lr": config.lr},
@@ -456,6 +494,7 @@ def train_tuned(
         labels=y, seed=config.seed, weight=weight,
         on_step=(lambda step, _loss: progress(step, total)) if progress is not None else None,
         eval_modules=(net.base.embeddings,),
+        soft=soft, soft_share=config.soft_share, temperature=config.temperature,
     )
     return TunedFaceActs.from_network(net, classes, config)
 
@@ -484,17 +523,19 @@ def train_tuned_cached(
     labels: Sequence[FaceAct],
     *,
     config: TuneConfig,
-    folder: Path,
+    folder: Path | None,
     progress: Callable[[int, int], None] | None = None,
 ) -> TunedFaceActs:
-    """`train_tuned`, or the model a run with exactly these inputs saved in `folder` before.
+    """`train_tuned` (after the teacher, when the config names one), or the model a run with
+    exactly these inputs saved in `folder` before (None: no cache).
 
     Why: `guardian eval faceacts --cv` fine-tunes in five folds (an hour on two cores); when
     only inference or the linear half changed, the fold models are the same and need not be
-    trained again. A file that cannot be read or written only costs the training time.
+    trained again, and a teacher (45 min for mpnet-6) serves every student trained from it.
+    A file that cannot be read or written only costs the training time.
     """
-    target = folder / training_key(pairs, labels, config)
-    if (target / TUNED_FILE).is_file():
+    target = folder / training_key(pairs, labels, config) if folder is not None else None
+    if target is not None and (target / TUNED_FILE).is_file():
         try:
             model = TunedFaceActs.load(target)
         except ModelUnavailable:
@@ -503,9 +544,25 @@ def train_tuned_cached(
             if progress is not None:
                 progress(1, 1)
             return model
-    model = train_tuned(pairs, labels, config=config, progress=progress)
-    try:
-        model.save(target)
-    except OSError:
-        pass
+    teacher_config = config.teacher_config()
+    logits = None
+    if teacher_config is not None:
+        teacher = train_tuned_cached(pairs, labels, config=teacher_config, folder=folder,
+                                     progress=part_progress(progress, 0, 2))
+        logits = teacher.logits(pairs)
+    model = train_tuned(pairs, labels, config=config, teacher=logits,
+                        progress=part_progress(progress, 1, 2) if teacher_config is not None else progress)
+    if target is not None:
+        try:
+            model.save(target)
+        except OSError:
+            pass
     return model
+
+
+def part_progress(progress: Callable[[int, int], None] | None, part: int, parts: int) -> Callable[[int, int], None] | None:
+    """Progress over `parts` equal parts from one part's (step, total)."""
+    if progress is None:
+        return None
+    report = progress
+    return lambda step, total: report(part * total + step, parts * total)
