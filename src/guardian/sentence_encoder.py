@@ -269,6 +269,12 @@ class SentenceEncoder:
                 result[n] = vec
             return result
 
+    def forget(self, texts: Sequence[str]) -> None:
+        """Drop `texts` from the cache, so the next `encode` computes them (latency measurements)."""
+        with self._lock:
+            for text in texts:
+                self._cache.pop(_key(text), None)
+
     def _remember(self, key: str, vector: np.ndarray) -> None:
         self._cache[key] = vector
         self._cache.move_to_end(key)

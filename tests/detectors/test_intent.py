@@ -192,3 +192,20 @@ def test_an_unknown_encoder_or_layer_count_is_one_sentence(tmp_path: Path, capsy
     assert main(["train-intent", "--out", str(tmp_path / "m"), "--layers", "-2"]) == 2
     assert "layers must be 0 (all) or more" in capsys.readouterr().err
     assert not (tmp_path / "m").exists()
+
+
+def test_latency_is_measured_with_each_new_turn_encoded_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The live situation: earlier turns come from the cache, the new turn's own text does not,
+    so a text first encoded as some later turn's context is encoded again when its turn is timed."""
+    from guardian.detectors.intent_train import latency_p50, utterances_in_context
+    from guardian.eval.datasets import load_faceacts
+
+    model = load_model()
+    rows = load_faceacts()
+    rows = [r for r in rows if r.conversation_id == rows[0].conversation_id]
+    embedded: list[str] = []
+    real = model.encoder._embed
+    monkeypatch.setattr(model.encoder, "_embed", lambda texts: embedded.extend(texts) or real(texts))
+    latency_p50(model, rows, limit=6)
+    for u in utterances_in_context(rows)[:5]:  # each is the context of the next: warm-up, then its own turn
+        assert embedded.count(u.text) >= 2, u.text
