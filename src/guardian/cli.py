@@ -178,6 +178,11 @@ LayersOption = Annotated[
     int | None,
     typer.Option("--layers", help="Keep only the encoder's first N layers (0: all; default: the shipped model's)."),
 ]
+EscalationOption = Annotated[
+    bool,
+    typer.Option("--escalation/--no-escalation",
+                 help="Re-assess the utterances the model is unsure of with mpnet cut to 6 layers (the shipped model)."),
+]
 
 
 @eval_app.command("faceacts")
@@ -199,6 +204,7 @@ def eval_faceacts(
     ] = False,
     encoder: EncoderOption = None,
     layers: LayersOption = None,
+    escalation: EscalationOption = True,
 ) -> None:
     """Face-act accuracy, macro-F1, per-class P/R/F1 and latency of the intent model on a CSV."""
     from guardian.detectors.intent_cli import run_eval_faceacts
@@ -206,7 +212,7 @@ def eval_faceacts(
     if output_format not in ("text", "json"):
         raise fail("--format must be one of text, json")
     run_eval_faceacts(file, output_format=output_format, cv=cv, linear_only=linear_only, retrain=retrain,
-                      encoder=encoder, layers=layers)
+                      encoder=encoder, layers=layers, escalate=escalation)
 
 
 @app.command("train-intent")
@@ -225,11 +231,13 @@ def train_intent(
         typer.Option("--retrain", help="Fine-tune afresh instead of reusing a model (or teacher) cached by an "
                      "earlier run on the same rows and settings."),
     ] = False,
+    escalation: EscalationOption = True,
 ) -> None:
     """Rebuild the intent (face-act) model from the labelled data, deterministically."""
     from guardian.detectors.intent_cli import run_train_intent
 
-    run_train_intent(out=out, data=data, linear_only=linear_only, encoder=encoder, layers=layers, retrain=retrain)
+    run_train_intent(out=out, data=data, linear_only=linear_only, encoder=encoder, layers=layers, retrain=retrain,
+                     escalate=escalation)
 
 
 # --- retrieval + LLM agents (issue 5): index --------------------------------------------------

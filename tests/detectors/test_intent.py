@@ -140,11 +140,12 @@ def test_eval_faceacts_json_on_unseen_conversations(tmp_path: Path, capsys: pyte
 def test_eval_faceacts_cv_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     subset = tmp_path / "subset.csv"
     _write_subset(subset, 6)
-    assert main(["eval", "faceacts", str(subset), "--format", "json", "--cv"]) == 0
+    assert main(["eval", "faceacts", str(subset), "--format", "json", "--cv", "--no-escalation"]) == 0
     result = json.loads(capsys.readouterr().out)
     _check_eval_json(result)
     assert result["n"] > 100
     assert len(result["folds"]) == 5
+    assert "escalated_share" not in result and "where they are unsure" not in result["mode"]
 
 
 def test_eval_refuses_training_set_scores(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -173,8 +174,13 @@ def test_train_intent_builds_a_loadable_artifact(tmp_path: Path, capsys: pytest.
     assert "written to" in capsys.readouterr().out
     model = IntentModel.load(out)
     assert model.meta["n_train"] > 50
+    assert model.escalation is not None and (model.escalation.config.encoder, model.escalation.config.layers) == (
+        "mpnet", 6)
+    assert (out / "escalation.npz").stat().st_size < (out / "tuned.npz").stat().st_size * 3  # int8, not float16
     result = IntentDetector(model_path=out).analyze(DONATION)
     assert [i.turn for i in result.intents] == [4]
+    assert main(["train-intent", "--data", str(subset), "--out", str(out), "--no-escalation"]) == 0
+    assert IntentModel.load(out).escalation is None and not (out / "escalation.npz").exists()
 
 
 def test_eval_short_row_is_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -131,6 +131,8 @@ def test_shipped_artifact_carries_the_tuned_half() -> None:
     model = IntentModel.load(bundled_artifact_dir())
     assert model.tuned is not None, "the shipped intent model should include the fine-tuned MiniLM"
     assert set(model.tuned.classes) <= set(FaceAct)
+    assert model.escalation is not None, "the shipped intent model should include the mpnet escalation half"
+    assert (model.escalation.config.encoder, model.escalation.config.layers) == ("mpnet", 6)
 
 
 @pytest.mark.slow
@@ -462,3 +464,56 @@ def test_a_teacher_is_trained_once_cached_and_serves_every_student(
     trained.clear()  # the same student again: nothing trains
     again = intent_tuned.train_tuned_cached(pairs, labels, config=student, folder=tmp_path)
     assert trained == [] and again.digest() == model.digest()
+
+
+# -- escalation: mpnet-6 re-assesses the utterances linear + MiniLM are unsure of --
+
+
+@pytest.mark.slow
+def test_only_unsure_utterances_are_escalated_and_they_get_the_escalation_half(tmp_path: Path) -> None:
+    from guardian.detectors.intent_model import ESCALATION_FILE, IntentModel
+
+    rows = _rows(3)
+    model = fit(rows, tune=TINY, escalate=replace(TINY, encoder="mpnet", layers=1))
+    assert model.escalation is not None and model.tuned is not None
+    utts = utterances_in_context(rows)[:16]
+    pairs = [pair_text(u.text, u.speaker, u.opener, u.context) for u in utts]
+    deep = model.escalation
+    model.escalation = None
+    plain, _ = model.predict_proba(utts)
+    linear, _ = model.predict_proba(utts, tuned=False)
+    model.escalation = deep
+    model.escalate_below = float(np.median(plain.max(1)))
+    before = model.escalated
+    mixed, _ = model.predict_proba(utts)
+    unsure = plain.max(1) < model.escalate_below
+    assert 0 < unsure.sum() < len(utts) and model.escalated - before == unsure.sum()
+    np.testing.assert_array_equal(mixed[~unsure], plain[~unsure])  # sure: linear + MiniLM, untouched
+    expected = 0.5 * linear[unsure] + 0.5 * model._aligned(deep, deep.predict_proba([p for p, u in zip(
+        pairs, unsure, strict=True) if u]))
+    np.testing.assert_allclose(mixed[unsure], expected, atol=1e-6)  # unsure: linear + mpnet
+    np.testing.assert_array_equal(model.predict_proba(utts, tuned=False)[0], linear)  # tuned half off: none
+
+    model.save(tmp_path)
+    with np.load(tmp_path / ESCALATION_FILE) as z:
+        assert any(k.startswith("q:") and z[k].dtype == np.int8 for k in z.files)
+    reloaded = IntentModel.load(tmp_path)
+    assert reloaded.escalation is not None and reloaded.escalate_below == model.escalate_below
+    assert reloaded.escalation.threads == 2
+    np.testing.assert_allclose(reloaded.predict_proba(utts)[0], mixed, atol=3e-2)
+    (tmp_path / ESCALATION_FILE).unlink()
+    with pytest.raises(ModelUnavailable, match=r"escalation\.npz"):
+        IntentModel.load(tmp_path)
+
+
+def test_int8_storage_keeps_each_weight_within_half_a_step(tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    layers = {"layer.0.w": rng.normal(size=(6, 5)).astype(np.float32), "layer.0.b": rng.normal(size=6).astype(np.float32)}
+    model = TunedFaceActs(classes=[FaceAct.HNEG_MINUS, FaceAct.OTHER], layers=layers,
+                          head_weight=np.zeros((2, 384), np.float32), head_bias=np.zeros(2, np.float32),
+                          config=TINY)
+    model.save(tmp_path, file="x.npz", int8=True)
+    loaded = TunedFaceActs.load(tmp_path, file="x.npz")
+    step = np.abs(layers["layer.0.w"]).max(axis=1, keepdims=True) / 127
+    assert np.all(np.abs(loaded.layers["layer.0.w"] - layers["layer.0.w"]) <= step / 2 + 1e-7)
+    np.testing.assert_allclose(loaded.layers["layer.0.b"], layers["layer.0.b"], atol=2e-3)  # 1-D: float16

@@ -42,6 +42,13 @@ ENCODER_DIM = 384
 CONTEXT = 2  # previous utterances encoded as context
 #: Share of the fine-tuned model in the averaged probabilities (fixed before the CV run, docs/intent.md).
 TUNED_WEIGHT = 0.5
+#: The escalation half (all-mpnet-base-v2 cut to six layers, 3x MiniLM's cost per pair) is run only
+#: for utterances where linear + MiniLM are less sure than this: 28 % of the corpus, 40 % of the
+#: bench's unseen conversations, so the median turn costs what MiniLM's does (docs/intent.md, "Escalation").
+ESCALATE_BELOW = 0.6
+ESCALATION_FILE = "escalation.npz"
+#: onnxruntime threads for the escalation half: two, because it runs after the others, alone.
+ESCALATION_THREADS = 2
 # The n-gram vocabularies: word 1-2 grams, and side-tagged unigrams (see `side_text`).
 # (Character n-grams were tried and did not help: 0.667 vs 0.672 accuracy in CV.)
 WORD_PARAMS: dict[str, Any] = {"analyzer": "word", "ngram_range": (1, 2), "lowercase": True,
@@ -211,6 +218,8 @@ class IntentModel:
         encoder: SentenceEncoder | None = None,
         tuned: TunedFaceActs | None = None,
         tuned_weight: float = TUNED_WEIGHT,
+        escalation: TunedFaceActs | None = None,
+        escalate_below: float = ESCALATE_BELOW,
     ) -> None:
         self.classes = classes
         self.coef = coef.astype(np.float32)
@@ -223,6 +232,11 @@ class IntentModel:
         self.encoder = encoder or default_encoder()
         self.tuned = tuned
         self.tuned_weight = tuned_weight
+        self.escalation = escalation
+        self.escalate_below = escalate_below
+        if escalation is not None:
+            escalation.threads = ESCALATION_THREADS
+        self.escalated = 0  # utterances the escalation half re-assessed (evaluation reports the share)
 
     def features(self, utterances: Sequence[Utterance]) -> tuple[Any, np.ndarray]:
         texts = [u.text for u in utterances]
@@ -246,11 +260,12 @@ class IntentModel:
             return np.zeros((0, len(self.classes)), np.float32), np.zeros((0, ENCODER_DIM), np.float32)
         half = self.tuned if tuned else None
         pending = None
+        pairs: list[tuple[str, str]] = []
         if half is not None:
             # The two halves are independent MiniLM passes (onnxruntime and torch release the
             # GIL): on two cores the fine-tuned one runs beside the linear features, not after
             # them. Prepared here, not in the worker: two threads importing transformers at once fail.
-            half.prepare()
+            self.prepare()
             pairs = [pair_text(u.text, u.speaker, u.opener, u.context) for u in utterances]
             pending = _tuned_pool().submit(half.predict_proba, pairs)
         x, u_vecs = self.features(utterances)
@@ -259,13 +274,32 @@ class IntentModel:
         p = np.exp(logits)
         p /= p.sum(axis=1, keepdims=True)
         if half is not None and pending is not None:
-            tuned_p = pending.result()
-            aligned = np.zeros_like(p)
-            for j, c in enumerate(half.classes):
-                if c in self.classes:
-                    aligned[:, self.classes.index(c)] = tuned_p[:, j]
-            p = (1.0 - self.tuned_weight) * p + self.tuned_weight * aligned
+            linear = p
+            p = (1.0 - self.tuned_weight) * linear + self.tuned_weight * self._aligned(half, pending.result())
+            if self.escalation is not None:
+                # Where linear + MiniLM are unsure, mpnet-6 replaces MiniLM: the accurate model for
+                # the hard third of the turns, MiniLM's cost for the rest.
+                unsure = np.flatnonzero(p.max(axis=1) < self.escalate_below)
+                if unsure.size:
+                    self.escalated += int(unsure.size)
+                    deep = self._aligned(self.escalation, self.escalation.predict_proba([pairs[i] for i in unsure]))
+                    p[unsure] = (1.0 - self.tuned_weight) * linear[unsure] + self.tuned_weight * deep
         return p, u_vecs
+
+    def _aligned(self, half: TunedFaceActs, probabilities: np.ndarray) -> np.ndarray:
+        """A tuned half's probabilities in this model's class order."""
+        aligned = np.zeros((len(probabilities), len(self.classes)), dtype=np.float32)
+        for j, c in enumerate(half.classes):
+            if c in self.classes:
+                aligned[:, self.classes.index(c)] = probabilities[:, j]
+        return aligned
+
+    def prepare(self) -> None:
+        """Open (building on first use) the int8 files of both tuned halves, so that no live turn waits
+        for an export: mpnet-6's takes about half a minute."""
+        for half in (self.tuned, self.escalation):
+            if half is not None:
+                half.prepare()
 
     # -- persistence --
 
@@ -288,11 +322,16 @@ class IntentModel:
             "side": {"params": _jsonable(self.side.params), "vocabulary": self.side.vocabulary},
             "intentions": [d.text for d in PERSUASION_INTENTIONS],
             "tuned": {"weight": self.tuned_weight} if self.tuned is not None else None,
+            "escalation": {"below": self.escalate_below} if self.escalation is not None else None,
         }
         if self.tuned is not None:
             self.tuned.save(directory)
         else:
             (directory / TUNED_FILE).unlink(missing_ok=True)
+        if self.escalation is not None:
+            self.escalation.save(directory, file=ESCALATION_FILE, int8=True)
+        else:
+            (directory / ESCALATION_FILE).unlink(missing_ok=True)
         (directory / "model.json").write_text(json.dumps(meta, sort_keys=True), encoding="utf-8")
 
     @classmethod
@@ -319,10 +358,14 @@ class IntentModel:
                 raise ValueError("intention vectors do not match the descriptions")
             tuned_meta = meta.get("tuned")
             tuned = TunedFaceActs.load(directory) if tuned_meta else None
+            escalation_meta = meta.get("escalation")
+            escalation = TunedFaceActs.load(directory, file=ESCALATION_FILE) if escalation_meta and tuned else None
             return cls(
                 classes=classes, coef=coef, intercept=arrays["intercept"], word=word, side=side,
                 config=config, intention_vectors=vectors, meta=meta, encoder=encoder, tuned=tuned,
                 tuned_weight=float(tuned_meta["weight"]) if tuned_meta else TUNED_WEIGHT,
+                escalation=escalation,
+                escalate_below=float(escalation_meta["below"]) if escalation_meta else ESCALATE_BELOW,
             )
         except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
             raise ModelUnavailable(

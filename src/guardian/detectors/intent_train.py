@@ -12,7 +12,7 @@ from __future__ import annotations
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,10 @@ from guardian.taxonomy import PERSUASION_INTENTIONS, FaceAct
 
 #: Class weights are (n / (k * count)) ** power: rare acts (hpos-, sneg+, spos-) count more.
 CLASS_WEIGHT_POWER = 0.75  # 0 = no re-weighting, 1 = fully "balanced"; 0.75 chosen by CV (docs/intent.md)
+
+
+#: The escalation half of the shipped model (`IntentModel.escalation`): mpnet cut to six layers.
+ESCALATION = TuneConfig(encoder="mpnet", layers=6)
 
 
 def tuned_models_dir() -> Path:
@@ -82,6 +86,7 @@ def fit(
     encoder: SentenceEncoder | None = None,
     meta: dict[str, Any] | None = None,
     tune: TuneConfig | None = None,
+    escalate: TuneConfig | None = None,
     tuned_cache: Path | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> IntentModel:
@@ -110,11 +115,16 @@ def fit(
     clf = LogisticRegression(C=config.C, max_iter=3000, class_weight=class_weights([r.face_act for r in rows]))
     clf.fit(x, y)
     intention_vectors = encoder.encode([d.text for d in PERSUASION_INTENTIONS])
-    tuned = None
+    tuned = escalation = None
     if tune is not None:
         pairs = [pair_text(u.text, u.speaker, u.opener, u.context) for u in utts]
         labels = [r.face_act for r in rows]
-        tuned = train_tuned_cached(pairs, labels, config=tune, folder=tuned_cache, progress=progress)
+        parts = 2 if escalate is not None else 1
+        tuned = train_tuned_cached(pairs, labels, config=tune, folder=tuned_cache,
+                                   progress=part_progress(progress, 0, parts))
+        if escalate is not None:
+            escalation = train_tuned_cached(pairs, labels, config=escalate, folder=tuned_cache,
+                                            progress=part_progress(progress, 1, parts))
     return IntentModel(
         classes=[FaceAct(c) for c in clf.classes_],
         coef=np.asarray(clf.coef_),
@@ -126,6 +136,7 @@ def fit(
         meta=dict(meta or {}),
         encoder=encoder,
         tuned=tuned,
+        escalation=escalation,
     )
 
 
@@ -139,6 +150,7 @@ class OutOfFold:
     classes: list[FaceAct]
     fold_of: np.ndarray
     fold_metrics: list[dict[str, Any]] = field(default_factory=list)
+    escalated: int = 0  # utterances the escalation half re-assessed
     last_model: IntentModel | None = None
 
 
@@ -149,6 +161,7 @@ def cross_validate(
     encoder: SentenceEncoder | None = None,
     k: int = 5,
     tune: TuneConfig | None = None,
+    escalate: TuneConfig | None = None,
     reuse: bool = True,
     progress: Callable[[int, int], None] | None = None,
 ) -> OutOfFold:
@@ -165,10 +178,13 @@ def cross_validate(
     oof = OutOfFold(rows, [], proba, classes, fold_of)
     utts = utterances_in_context(rows)
     for f, (train, test) in enumerate(folds):
-        fold_tune = TuneConfig(**{**asdict(tune), "seed": tune.seed + f}) if tune is not None else None
-        model = fit([rows[i] for i in train], config=config, encoder=encoder, tune=fold_tune,
+        fold_tune = replace(tune, seed=tune.seed + f) if tune is not None else None
+        fold_escalate = replace(escalate, seed=escalate.seed + f) if escalate is not None else None
+        model = fit([rows[i] for i in train], config=config, encoder=encoder, tune=fold_tune, escalate=fold_escalate,
                     tuned_cache=tuned_cache, progress=part_progress(progress, f, k))
+        before = model.escalated
         p, _ = model.predict_proba([utts[i] for i in test])
+        oof.escalated += model.escalated - before
         for j, c in enumerate(model.classes):
             proba[test, classes.index(c)] = p[:, j]
         fold_of[test] = f
@@ -224,6 +240,7 @@ def evaluate_file(
     cv: bool = False,
     model: IntentModel | None = None,
     tune: TuneConfig | None = None,
+    escalate: TuneConfig | None = None,
     reuse: bool = True,
     progress: Callable[[int, int], None] | None = None,
 ) -> dict[str, Any]:
@@ -236,12 +253,15 @@ def evaluate_file(
     if not rows:
         raise InputError("no utterances in the file", source=str(path))
     if cv:
-        oof = cross_validate(rows, tune=tune, reuse=reuse, progress=progress)
+        oof = cross_validate(rows, tune=tune, escalate=escalate, reuse=reuse, progress=progress)
         result = metrics([r.face_act for r in rows], oof.predicted)
         result["mode"] = (
             "cross-validated (5 conversation folds, each fold scored by a model trained on the others"
-            + (", linear + fine-tuned MiniLM)" if tune is not None else ", linear model only)")
+            + (f", linear + fine-tuned {_describe(tune)}" if tune is not None else ", linear model only")
+            + (f", {_describe(escalate)} where they are unsure)" if tune is not None and escalate is not None else ")")
         )
+        if tune is not None and escalate is not None:
+            result["escalated_share"] = round(oof.escalated / len(rows), 4)
         result["folds"] = [
             {"n": m["n"], "accuracy": m["accuracy"], "macro_f1": m["macro_f1"],
              "hpos-_f1": m["per_class"].get("hpos-", {}).get("f1")}
@@ -262,11 +282,16 @@ def evaluate_file(
     return result
 
 
+def _describe(config: TuneConfig) -> str:
+    return config.encoder + (f" cut to {config.layers} layers" if config.layers else "")
+
+
 def train_and_save(
     out: Path,
     *,
     data: Path | None = None,
     tune: TuneConfig | None = None,
+    escalate: TuneConfig | None = None,
     reuse: bool = True,
     progress: Callable[[int, int], None] | None = None,
 ) -> IntentModel:
@@ -278,7 +303,9 @@ def train_and_save(
     path = data or faceacts_path()
     rows = load_faceacts(path)
     meta = {"data_sha256": file_sha256(path), "n_train": len(rows), "sklearn": sklearn.__version__,
-            "torch": torch.__version__, "tune_config": asdict(tune) if tune is not None else None}
-    model = fit(rows, meta=meta, tune=tune, tuned_cache=tuned_models_dir() if reuse else None, progress=progress)
+            "torch": torch.__version__, "tune_config": asdict(tune) if tune is not None else None,
+            "escalation_config": asdict(escalate) if tune is not None and escalate is not None else None}
+    model = fit(rows, meta=meta, tune=tune, escalate=escalate, tuned_cache=tuned_models_dir() if reuse else None,
+                progress=progress)
     model.save(out)
     return model
