@@ -421,12 +421,14 @@ class TunedFaceActs:
     # -- persistence (plain arrays, no pickle) --
 
     def save(self, directory: Path, *, file: str = TUNED_FILE, int8: bool = False) -> None:
-        """Weights as float16, or with `int8` each weight matrix as int8 per output row plus a scale
-        (half the size: 43 MB for mpnet-6; onnxruntime runs them as per-channel int8 anyway)."""
+        """Weights as float16, or with `int8` each layer's weight matrices as int8 per output row plus a
+        scale (half the size: 43 MB for mpnet-6). The scheme is onnxruntime's per-channel symmetric one
+        (scale = max |w| / 127 per output channel), so the int8 runtime re-quantises the stored values to
+        the same integers; other parameters (biases, norms, MPNet's relative-position table) stay float16."""
         directory.mkdir(parents=True, exist_ok=True)
         arrays: dict[str, np.ndarray] = {}
         for k, v in self.layers.items():
-            if int8 and v.ndim == 2:
+            if int8 and v.ndim == 2 and k.startswith("layer."):
                 scale = np.maximum(np.abs(v).max(axis=1), 1e-12).astype(np.float32) / 127.0
                 arrays[f"q:{k}"] = np.clip(np.round(v / scale[:, None]), -127, 127).astype(np.int8)
                 arrays[f"s:{k}"] = scale
