@@ -174,7 +174,7 @@ def test_first_prediction_in_a_fresh_process_loads_both_halves(tmp_path: Path) -
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "1.0"
-    assert list((tmp_path / "intent_int8").glob("*.int8.onnx"))
+    assert len(list((tmp_path / "intent_int8").glob("*.int8.onnx"))) == 2  # MiniLM's and the escalation half's
     assert done.stderr == ""
 
 
@@ -519,3 +519,25 @@ def test_int8_storage_keeps_each_weight_within_half_a_step(tmp_path: Path) -> No
     step = np.abs(layers["layer.0.w"]).max(axis=1, keepdims=True) / 127
     assert np.all(np.abs(loaded.layers["layer.0.w"] - layers["layer.0.w"]) <= step / 2 + 1e-7)
     np.testing.assert_allclose(loaded.layers["layer.0.b"], layers["layer.0.b"], atol=2e-3)  # 1-D: float16
+
+
+@pytest.mark.slow
+def test_cross_validation_reports_the_share_it_escalated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import csv
+
+    from guardian.detectors import intent_model
+    from guardian.detectors.intent_train import evaluate_file
+    from guardian.eval.datasets import FACEACTS_COLUMNS, faceacts_path
+
+    with faceacts_path().open(encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    keep = sorted({r["conversation_id"] for r in rows})[:5]
+    subset = tmp_path / "subset.csv"
+    with subset.open("w", encoding="utf-8", newline="") as fh:
+        writer = csv.DictWriter(fh, fieldnames=[*FACEACTS_COLUMNS, "donated"])
+        writer.writeheader()
+        writer.writerows(r for r in rows if r["conversation_id"] in keep)
+    monkeypatch.setattr(intent_model, "ESCALATE_BELOW", 0.9)  # tiny models are unsure: most rows escalate
+    result = evaluate_file(subset, cv=True, tune=TINY, escalate=replace(TINY, encoder="mpnet", layers=1), reuse=False)
+    assert "mpnet cut to 1 layers where they are unsure" in result["mode"]
+    assert 0.0 < result["escalated_share"] <= 1.0
