@@ -178,6 +178,11 @@ LayersOption = Annotated[
     int | None,
     typer.Option("--layers", help="Keep only the encoder's first N layers (0: all; default: the shipped model's)."),
 ]
+RetrainOption = Annotated[
+    bool,
+    typer.Option("--retrain", help="Fine-tune afresh instead of reusing models cached by an earlier run on the "
+                 "same rows and settings (eval: with --cv)."),
+]
 EscalationOption = Annotated[
     bool,
     typer.Option("--escalation/--no-escalation",
@@ -197,11 +202,7 @@ def eval_faceacts(
         bool,
         typer.Option("--linear-only", help="With --cv: skip the MiniLM fine-tuning in each fold (minutes, not about an hour)."),
     ] = False,
-    retrain: Annotated[
-        bool,
-        typer.Option("--retrain", help="With --cv: fine-tune every fold afresh instead of reusing fold models "
-                     "cached by an earlier run on the same rows and settings."),
-    ] = False,
+    retrain: RetrainOption = False,
     encoder: EncoderOption = None,
     layers: LayersOption = None,
     escalation: EscalationOption = True,
@@ -226,11 +227,7 @@ def train_intent(
     ] = False,
     encoder: EncoderOption = None,
     layers: LayersOption = None,
-    retrain: Annotated[
-        bool,
-        typer.Option("--retrain", help="Fine-tune afresh instead of reusing a model (or teacher) cached by an "
-                     "earlier run on the same rows and settings."),
-    ] = False,
+    retrain: RetrainOption = False,
     escalation: EscalationOption = True,
 ) -> None:
     """Rebuild the intent (face-act) model from the labelled data, deterministically."""
