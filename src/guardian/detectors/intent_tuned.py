@@ -37,6 +37,7 @@ from typing import Any, Literal, cast
 import numpy as np
 
 from guardian import locations
+from guardian.detectors.finetune import batches_per_epoch
 from guardian.encoders import ENCODERS, HIDDEN, EncoderName, encoder_path, encoder_version
 from guardian.errors import ModelUnavailable
 from guardian.sentence_encoder import quiet_loss_property
@@ -385,6 +386,8 @@ class TunedFaceActs:
             options = ort.SessionOptions()
             options.intra_op_num_threads = self.threads
             options.inter_op_num_threads = 1
+            # Worker threads that spin after a run would hold a core the next turn's MiniLM passes need.
+            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
             try:
                 self._session = ort.InferenceSession(str(target), options, providers=["CPUExecutionProvider"])
             except Exception as exc:  # a damaged cache file: say where it is
@@ -481,7 +484,7 @@ def train_tuned(
     """
     from transformers import AutoTokenizer
 
-    from guardian.detectors.finetune import batches_per_epoch, fit
+    from guardian.detectors.finetune import fit
     from guardian.detectors.intent_train import class_weights  # imports this module: not at the top
 
     torch = _torch()
@@ -558,8 +561,9 @@ def train_tuned_cached(
         except ModelUnavailable:
             pass
         else:
-            if progress is not None:
-                progress(1, 1)
+            if progress is not None:  # done, in the units a training run reports (one part of a bar may be cached)
+                steps = config.epochs * batches_per_epoch(len(pairs), config.batch_size)
+                progress(steps, steps)
             return model
     teacher_config = config.teacher_config()
     logits = None
