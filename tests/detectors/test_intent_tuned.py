@@ -133,6 +133,8 @@ def test_shipped_artifact_carries_the_tuned_half() -> None:
     assert set(model.tuned.classes) <= set(FaceAct)
     assert model.escalation is not None, "the shipped intent model should include the mpnet escalation half"
     assert (model.escalation.config.encoder, model.escalation.config.layers) == ("mpnet", 6)
+    # trained on 128 word pieces, run on the first 64 (docs/intent.md: same accuracy, less time on long pairs)
+    assert (model.escalation.config.max_len, model.escalation.max_len, model.tuned.max_len) == (128, 64, 128)
 
 
 @pytest.mark.slow

@@ -49,6 +49,10 @@ ESCALATE_BELOW = 0.6
 ESCALATION_FILE = "escalation.npz"
 #: onnxruntime threads for the escalation half: two, because it runs after the others, alone.
 ESCALATION_THREADS = 2
+#: Word pieces the escalation half reads per pair (trained on 128): its cost grows with the length, and
+#: the bench's movie dialogue has long pairs (48 % over 64, 11 % on the corpus). CV with 64: accuracy .7241,
+#: macro-F1 .6416, hpos- .5431 (128: .7240 / .6424 / .5474); bench p50 14.7 vs 16.3-16.6 ms, p95 30 vs 41.
+ESCALATION_MAX_LEN = 64
 # The n-gram vocabularies: word 1-2 grams, and side-tagged unigrams (see `side_text`).
 # (Character n-grams were tried and did not help: 0.667 vs 0.672 accuracy in CV.)
 WORD_PARAMS: dict[str, Any] = {"analyzer": "word", "ngram_range": (1, 2), "lowercase": True,
@@ -236,6 +240,7 @@ class IntentModel:
         self.escalate_below = escalate_below
         if escalation is not None:
             escalation.threads = ESCALATION_THREADS
+            escalation.max_len = min(ESCALATION_MAX_LEN, escalation.config.max_len)
         self.escalated = 0  # utterances the escalation half re-assessed (evaluation reports the share)
 
     def features(self, utterances: Sequence[Utterance]) -> tuple[Any, np.ndarray]:

@@ -308,9 +308,12 @@ class TunedFaceActs:
         head_bias: np.ndarray,
         config: TuneConfig,
         threads: int = RUNTIME_THREADS,
+        max_len: int | None = None,
     ) -> None:
         self.classes = classes
         self.threads = threads
+        #: Word pieces read per pair at run time (default: as trained); the escalation half reads fewer.
+        self.max_len = max_len or config.max_len
         self.layers = layers
         self.head_weight = head_weight
         self.head_bias = head_bias
@@ -352,7 +355,7 @@ class TunedFaceActs:
     def digest(self) -> str:
         """Names the int8 file: the weights, the input length and the runtime that quantised them."""
         ort = _onnxruntime()
-        h = hashlib.sha256(f"{RUNTIME_VERSION}|{ort.__version__}|{self.config.max_len}|".encode())
+        h = hashlib.sha256(f"{RUNTIME_VERSION}|{ort.__version__}|{self.max_len}|".encode())
         for field, value in _later_fields_set(self.config).items():
             h.update(f"{field}={value}|".encode())
         h.update("|".join(str(c) for c in self.classes).encode())
@@ -375,7 +378,7 @@ class TunedFaceActs:
             target = _int8_dir() / f"{self.digest()}.int8.onnx"
             if not target.is_file():
                 try:
-                    _export_int8(self.network(), tokenizer, self.config.max_len, target)
+                    _export_int8(self.network(), tokenizer, self.max_len, target)
                 except ModelUnavailable:
                     raise
                 except Exception as exc:  # exporter, quantiser or disk: one sentence, not a traceback
@@ -410,7 +413,7 @@ class TunedFaceActs:
             return out
         self.prepare()
         with self._lock:  # a fast tokenizer is not safe to call from two threads at once
-            ids, types = _tokenize(self._tokenizer, pairs, self.config.max_len)
+            ids, types = _tokenize(self._tokenizer, pairs, self.max_len)
         for k, (i, t) in enumerate(zip(ids, types, strict=True)):
             feed = {
                 "ids": np.array([i], dtype=np.int64),
