@@ -119,6 +119,13 @@ def pair_text(text: str, speaker: str, opener: bool, context: Sequence[tuple[str
     return first, previous or "start"
 
 
+def softmax(logits: np.ndarray, *, temperature: float = 1.0) -> np.ndarray:
+    """Row-wise softmax of `logits / temperature`, computed in float64, returned as float32."""
+    z = np.asarray(logits, dtype=np.float64) / temperature
+    z = np.exp(z - z.max(axis=1, keepdims=True))
+    return (z / z.sum(axis=1, keepdims=True)).astype(np.float32)
+
+
 def _torch() -> Any:
     try:
         import torch
@@ -402,9 +409,7 @@ class TunedFaceActs:
 
     def predict_proba(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """(n, classes) probabilities for `pair_text` pairs."""
-        logits = self.logits(pairs)
-        p = np.exp(logits - logits.max(axis=1, keepdims=True))
-        return (p / p.sum(axis=1, keepdims=True)).astype(np.float32)
+        return softmax(self.logits(pairs))
 
     def logits(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         """(n, classes) logits for `pair_text` pairs (what a student model learns from)."""
@@ -505,9 +510,7 @@ def train_tuned(
     if teacher is not None:
         if teacher.shape != (len(y), len(classes)):
             raise ValueError(f"teacher logits are {teacher.shape}, not {(len(y), len(classes))}")
-        z = teacher.astype(np.float64) / config.temperature
-        z = np.exp(z - z.max(axis=1, keepdims=True))
-        soft = (z / z.sum(axis=1, keepdims=True)).astype(np.float32)
+        soft = softmax(teacher, temperature=config.temperature)
     fit(
         net,
         [{"params": net.base.encoder.parameters(), "lr": config.lr},
