@@ -80,3 +80,27 @@ def test_disk_cache_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def
     again._embed = None  # type: ignore[assignment, method-assign]  # any re-encoding would fail
     assert np.array_equal(again.encode(["another one", "one utterance"]), vectors[::-1])
     SentenceEncoder().preload(tmp_path / "missing.npz")  # unreadable cache: ignored
+
+
+def test_a_thread_limited_to_one_torch_thread_leaves_the_others_their_default() -> None:
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    import torch
+
+    from guardian.detectors.intent_model import _linear_pool
+
+    default = torch.get_num_threads()
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        limited = pool.submit(lambda: (sentence_encoder.limit_torch_threads(1), torch.get_num_threads())[1]).result()
+        assert limited == 1
+        text = "one thread is enough for one turn"
+        vector = pool.submit(SentenceEncoder(cache_size=0).encode, [text]).result()
+        assert pool.submit(torch.get_num_threads).result() == 1  # it stays limited
+    later: list[int] = []
+    worker = threading.Thread(target=lambda: later.append(torch.get_num_threads()))
+    worker.start()
+    worker.join()
+    assert torch.get_num_threads() == default and later == [default]  # this thread, and one started later
+    np.testing.assert_allclose(vector, SentenceEncoder(cache_size=0).encode([text]), atol=1e-6)
+    assert _linear_pool().submit(torch.get_num_threads).result() == min(1, default)  # the intent model's

@@ -314,6 +314,29 @@ _shared: SentenceEncoder | None = None
 _shared_lock = threading.Lock()
 
 
+def limit_torch_threads(limit: int) -> None:
+    """At most `limit` torch threads for the encoder passes this thread makes from now on.
+
+    Why: the intent model runs its fine-tuned half (onnxruntime, one thread) beside the linear
+    half's MiniLM pass; torch's default of one thread per core then puts three busy threads on two
+    cores, and on a shared host the new turn waits for whichever was preempted (docs/intent.md,
+    "Latency"). torch's intra-op setting is OpenMP's, kept per thread, but `torch.set_num_threads`
+    also records it as the default that threads adopt when they first use torch; that default is
+    put back from a helper thread, so that only the calling thread keeps the limit.
+    """
+    try:
+        import torch
+    except ImportError:  # the encoder itself says which package is missing
+        return
+    default = torch.get_num_threads()
+    if default <= limit:
+        return
+    torch.set_num_threads(limit)
+    restore = threading.Thread(target=torch.set_num_threads, args=(default,), name="guardian-torch-threads")
+    restore.start()
+    restore.join()
+
+
 def shared_encoder() -> SentenceEncoder:
     """The process-wide utterance encoder (128 tokens) that the local and intent detectors share."""
     global _shared

@@ -215,3 +215,44 @@ def test_latency_is_measured_with_each_new_turn_encoded_afresh(monkeypatch: pyte
     latency_p50(model, rows, limit=6)
     for u in utterances_in_context(rows)[:5]:  # each is the context of the next: warm-up, then its own turn
         assert embedded.count(u.text) >= 2, u.text
+
+
+# -- the escalation budget: mpnet-6 for at most a share of each conversation's turns --
+
+
+def test_escalation_budget_caps_a_conversations_escalations_at_its_share_plus_slack() -> None:
+    from guardian.detectors.intent_model import EscalationBudget
+
+    budget = EscalationBudget(rate=0.35, slack=2)
+    admitted = [budget.admit(True) for _ in range(40)]
+    assert sum(admitted) == 16 == int(0.35 * 40 + 2)  # every turn unsure: the budget decides
+    assert admitted[:3] == [True, True, True] and budget.turns == 40
+    assert all(sum(admitted[: k + 1]) <= 0.35 * (k + 1) + 2 for k in range(40))
+
+    calm_first = EscalationBudget(rate=0.35, slack=2)
+    assert not any(calm_first.admit(False) for _ in range(20))  # sure turns never escalate ...
+    assert sum(calm_first.admit(True) for _ in range(20)) == 16  # ... but leave room for a hard stretch
+
+
+@pytest.mark.slow
+def test_a_live_conversation_spends_one_budget_counting_each_turn_once() -> None:
+    """Windows slide over the same turns; each turn is assessed (and counted) once, when it is new,
+    and the escalations of the conversation never exceed its budget."""
+    from guardian.detectors.intent_model import ESCALATION_RATE, ESCALATION_SLACK
+
+    detector = IntentDetector()
+    model = detector.model()
+    assert model.escalation is not None
+    model_below, model.escalate_below = model.escalate_below, 1.01  # every turn unsure: the budget decides
+    try:
+        before = model.escalated
+        turns = [(t.speaker, t.text) for t in DONATION.turns] * 3
+        conversation = Conversation.from_pairs(turns, id="budgeted")
+        for i in range(len(turns)):
+            detector.analyze(conversation.upto(i).window(6))
+        budget = detector._budget("budgeted")
+        assert budget.turns == len(turns)
+        assert budget.used == model.escalated - before == int(ESCALATION_RATE * len(turns) + ESCALATION_SLACK)
+        assert detector._budget("another").turns == 0  # each conversation has its own
+    finally:
+        model.escalate_below = model_below

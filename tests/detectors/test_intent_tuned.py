@@ -496,6 +496,23 @@ def test_only_unsure_utterances_are_escalated_and_they_get_the_escalation_half(t
     np.testing.assert_allclose(mixed[unsure], expected, atol=1e-6)  # unsure: linear + mpnet
     np.testing.assert_array_equal(model.predict_proba(utts, tuned=False)[0], linear)  # tuned half off: none
 
+    from guardian.detectors.intent_model import EscalationBudget
+
+    budget = EscalationBudget(rate=0.25, slack=0)  # one conversation's turns, in order
+    before = model.escalated
+    budgeted, _ = model.predict_proba(utts, budgets=[budget] * len(utts))
+    admitted, used = [], 0
+    for turn, is_unsure in enumerate(unsure, start=1):  # the rule, written out: unsure and within budget
+        admitted.append(bool(is_unsure) and used + 1 <= 0.25 * turn)
+        used += admitted[-1]
+    escalated = np.array(admitted)
+    assert budget.turns == len(utts) and model.escalated - before == budget.used == used <= 0.25 * len(utts)
+    assert 0 < used < unsure.sum()
+    np.testing.assert_array_equal(budgeted[~escalated], plain[~escalated])  # turned down: linear + MiniLM
+    np.testing.assert_allclose(budgeted[escalated], mixed[escalated], atol=1e-6)  # admitted: linear + mpnet
+    with pytest.raises(ValueError, match="budgets"):
+        model.predict_proba(utts, budgets=[budget])
+
     model.save(tmp_path)
     with np.load(tmp_path / ESCALATION_FILE) as z:
         assert any(k.startswith("q:") and z[k].dtype == np.int8 for k in z.files)

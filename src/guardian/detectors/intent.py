@@ -10,7 +10,10 @@ the latest turn, as Findings with verbatim quotes.
 Why it is cheap enough to run on every turn: earlier turns' intents are cached
 (keyed by their text and context), so each new turn costs two MiniLM passes run
 side by side (the utterance for the linear half, the utterance with its context
-for the fine-tuned half) and a linear model (see `scripts/bench_intent.py`).
+for the fine-tuned half) and a linear model; the turns both halves are unsure of
+get one mpnet-6 pass more, within the conversation's escalation budget (at most
+about a third of its turns, `EscalationBudget`), so the median turn costs MiniLM's
+whatever the domain (`guardian bench --suite intent`).
 
 Roles are inferred, never given: the side that asks is the speaker whose turns
 carry the most request/easing acts (hneg-, hneg+) net of refusals (sneg+,
@@ -30,7 +33,13 @@ import numpy as np
 
 from guardian.conversation import Conversation
 from guardian.detectors.base import Detector
-from guardian.detectors.intent_model import CONTEXT, IntentModel, Utterance, load_model
+from guardian.detectors.intent_model import (
+    CONTEXT,
+    EscalationBudget,
+    IntentModel,
+    Utterance,
+    load_model,
+)
 from guardian.detectors.patterns import PatternConfig, patterns_at
 from guardian.findings import Assessment, Intent
 from guardian.taxonomy import PERSUASION_INTENTIONS, FaceAct, Role
@@ -75,6 +84,7 @@ class IntentDetector(Detector):
         self._cache: OrderedDict[_Key, tuple[np.ndarray, np.ndarray]] = OrderedDict()
         self._cache_size = cache_size
         self._openers: OrderedDict[str, str] = OrderedDict()
+        self._budgets: OrderedDict[str, EscalationBudget] = OrderedDict()
 
     # -- loading --
 
@@ -106,7 +116,7 @@ class IntentDetector(Detector):
             ctx = tuple((p.speaker, p.text) for p in all_turns[max(0, pos - CONTEXT) : pos])
             utts.append(Utterance(t.text, t.speaker, ctx, t.speaker == opener, t.index))
         keys: list[_Key] = [(window.id, t.index, t.speaker, t.text, u.opener) for t, u in zip(turns, utts, strict=True)]
-        probs, vecs = self._predict(model, utts, keys)
+        probs, vecs = self._predict(model, utts, keys, self._budget(window.id))
         roles = infer_roles([t.speaker for t in turns], probs, model.classes, opener=opener)
         acts = [model.classes[int(j)] for j in probs.argmax(1)]
         setting = any(a in SETTING_ACTS for a in acts)
@@ -151,13 +161,26 @@ class IntentDetector(Detector):
                 return first.speaker
             return self._openers.get(window.id, first.speaker)
 
+    def _budget(self, conversation_id: str) -> EscalationBudget:
+        """The conversation's escalation budget: every new turn is counted once, when it is first
+        assessed (later windows take it from the cache), so the budget follows the conversation."""
+        with self._lock:
+            budget = self._budgets.get(conversation_id)
+            if budget is None:
+                budget = self._budgets[conversation_id] = EscalationBudget()
+            self._budgets.move_to_end(conversation_id)
+            while len(self._budgets) > self._cache_size:
+                self._budgets.popitem(last=False)
+            return budget
+
     def _predict(
-        self, model: IntentModel, utts: Sequence[Utterance], keys: Sequence[_Key]
+        self, model: IntentModel, utts: Sequence[Utterance], keys: Sequence[_Key], budget: EscalationBudget
     ) -> tuple[np.ndarray, np.ndarray]:
         with self._lock:
             missing = [i for i, k in enumerate(keys) if k not in self._cache]
         if missing:
-            p, v = model.predict_proba([utts[i] for i in missing], tuned=self._tuned)
+            p, v = model.predict_proba([utts[i] for i in missing], tuned=self._tuned,
+                                       budgets=[budget] * len(missing))
             with self._lock:
                 for row, i in enumerate(missing):
                     self._cache[keys[i]] = (p[row], v[row])

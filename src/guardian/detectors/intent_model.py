@@ -34,7 +34,7 @@ import numpy as np
 from guardian.detectors.intent_tuned import TUNED_FILE, TunedFaceActs, pair_text
 from guardian.errors import ModelUnavailable
 from guardian.locations import cache_dir, package_dir
-from guardian.sentence_encoder import SentenceEncoder, shared_encoder
+from guardian.sentence_encoder import SentenceEncoder, limit_torch_threads, shared_encoder
 from guardian.taxonomy import PERSUASION_INTENTIONS, FaceAct
 
 ARTIFACT_VERSION = 1
@@ -43,8 +43,8 @@ CONTEXT = 2  # previous utterances encoded as context
 #: Share of the fine-tuned model in the averaged probabilities (fixed before the CV run, docs/intent.md).
 TUNED_WEIGHT = 0.5
 #: The escalation half (all-mpnet-base-v2 cut to six layers, 3x MiniLM's cost per pair) is run only
-#: for utterances where linear + MiniLM are less sure than this: 28 % of the corpus, 40 % of the
-#: bench's unseen conversations, so the median turn costs what MiniLM's does (docs/intent.md, "Escalation").
+#: for utterances where linear + MiniLM are less sure than this (28 % of the corpus), within the
+#: conversation's `EscalationBudget`, so the median turn costs what MiniLM's does (docs/intent.md).
 ESCALATE_BELOW = 0.6
 ESCALATION_FILE = "escalation.npz"
 #: onnxruntime threads for the escalation half: two, because it runs after the others, alone.
@@ -53,6 +53,13 @@ ESCALATION_THREADS = 2
 #: the bench's movie dialogue has long pairs (48 % over 64, 11 % on the corpus). CV with 64: accuracy .7241,
 #: macro-F1 .6416, hpos- .5431 (128: .7240 / .6424 / .5474); bench p50 14.7 vs 16.3-16.6 ms, p95 30 vs 41.
 ESCALATION_MAX_LEN = 64
+#: The escalation budget of one conversation: at most this share of its turns so far, plus
+#: `ESCALATION_SLACK`, go to the escalation half (`EscalationBudget`). Why: the share of unsure turns
+#: depends on the domain (28 % on the corpus, up to 60 % on the bench's movie dialogue), and past
+#: half of the turns the median turn costs mpnet's pass too. CV: accuracy .7237, macro-F1 .6413, hpos-
+#: .5458, 26.5 % escalated (unbudgeted: .7241 / .6416 / .5431, 28 %); the bench's runs: 33-40 % (was 33-60 %).
+ESCALATION_RATE = 0.35
+ESCALATION_SLACK = 2
 # The n-gram vocabularies: word 1-2 grams, and side-tagged unigrams (see `side_text`).
 # (Character n-grams were tried and did not help: 0.667 vs 0.672 accuracy in CV.)
 WORD_PARAMS: dict[str, Any] = {"analyzer": "word", "ngram_range": (1, 2), "lowercase": True,
@@ -202,6 +209,38 @@ def context_vectors(encoder: SentenceEncoder, utterances: Sequence[Utterance]) -
     return out
 
 
+# --- the escalation budget ---------------------------------------------------------------------
+
+
+class EscalationBudget:
+    """How many of one conversation's turns the escalation half may still re-assess.
+
+    A turn is escalated when linear + MiniLM are unsure of it and the conversation has spent fewer
+    than `rate` x (its turns so far) + `slack` escalations: a cumulative budget, so a calm stretch
+    leaves room for a hard one later, and no conversation spends more than `rate` of its turns
+    (plus `slack`) on the expensive half, whatever its domain. Mutable, one per conversation, fed
+    its turns in order (the detector keeps one per conversation id; evaluation one per dialogue).
+    """
+
+    __slots__ = ("_lock", "rate", "slack", "turns", "used")
+
+    def __init__(self, *, rate: float = ESCALATION_RATE, slack: float = ESCALATION_SLACK) -> None:
+        self.rate = rate
+        self.slack = slack
+        self.turns = 0
+        self.used = 0
+        self._lock = threading.Lock()
+
+    def admit(self, unsure: bool) -> bool:
+        """Count one more turn; true if it is unsure and the budget still has room for it."""
+        with self._lock:
+            self.turns += 1
+            if unsure and self.used + 1 <= self.rate * self.turns + self.slack:
+                self.used += 1
+                return True
+            return False
+
+
 # --- the trained model -------------------------------------------------------------------------
 
 
@@ -257,10 +296,17 @@ class IntentModel:
         return x, u_vecs
 
     def predict_proba(
-        self, utterances: Sequence[Utterance], *, tuned: bool = True
+        self, utterances: Sequence[Utterance], *, tuned: bool = True,
+        budgets: Sequence[EscalationBudget] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(probabilities (n, classes), utterance vectors (n, 384)); `tuned=False` skips the
-        fine-tuned half (the linear model alone: less accurate, one MiniLM pass cheaper)."""
+        fine-tuned half (the linear model alone: less accurate, one MiniLM pass cheaper).
+
+        `budgets`: each utterance's conversation budget (utterances of one conversation in turn
+        order), so that only the unsure turns the budget admits are escalated; without it every
+        unsure turn is."""
+        if budgets is not None and len(budgets) != len(utterances):
+            raise ValueError(f"{len(budgets)} budgets for {len(utterances)} utterances")
         if not utterances:
             return np.zeros((0, len(self.classes)), np.float32), np.zeros((0, ENCODER_DIM), np.float32)
         half = self.tuned if tuned else None
@@ -273,7 +319,9 @@ class IntentModel:
             self.prepare()
             pairs = [pair_text(u.text, u.speaker, u.opener, u.context) for u in utterances]
             pending = _tuned_pool().submit(half.predict_proba, pairs)
-        x, u_vecs = self.features(utterances)
+            x, u_vecs = _linear_pool().submit(self.features, utterances).result()
+        else:
+            x, u_vecs = self.features(utterances)
         logits = np.asarray(x @ self.coef.T) + self.intercept
         logits -= logits.max(axis=1, keepdims=True)
         p = np.exp(logits)
@@ -284,7 +332,10 @@ class IntentModel:
             if self.escalation is not None:
                 # Where linear + MiniLM are unsure, mpnet-6 replaces MiniLM: the accurate model for
                 # the hard third of the turns, MiniLM's cost for the rest.
-                unsure = np.flatnonzero(p.max(axis=1) < self.escalate_below)
+                below = p.max(axis=1) < self.escalate_below
+                if budgets is not None:
+                    below = np.array([b.admit(bool(u)) for b, u in zip(budgets, below, strict=True)], dtype=bool)
+                unsure = np.flatnonzero(below)
                 if unsure.size:
                     self.escalated += int(unsure.size)
                     deep = self._aligned(self.escalation, self.escalation.predict_proba([pairs[i] for i in unsure]))
@@ -389,6 +440,23 @@ def _tuned_pool() -> ThreadPoolExecutor:
         if _pool is None:
             _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="guardian-intent-tuned")
         return _pool
+
+
+_linear: ThreadPoolExecutor | None = None
+
+
+def _linear_pool() -> ThreadPoolExecutor:
+    """The thread that makes the linear half's MiniLM pass while the tuned half runs: torch on one
+    core there, the tuned half's onnxruntime on the other (`limit_torch_threads`). Under load on a
+    shared host, torch's two threads beside onnxruntime's one made plain turns 16-18 ms instead of
+    11-12 (docs/intent.md, "Latency")."""
+    global _linear
+    with _pool_lock:
+        if _linear is None:
+            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="guardian-intent-linear")
+            pool.submit(limit_torch_threads, 1).result()
+            _linear = pool
+        return _linear
 
 
 def _jsonable(params: dict[str, Any]) -> dict[str, Any]:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -23,6 +23,7 @@ from guardian.detectors.intent_model import (
     CONTEXT,
     SIDE_PARAMS,
     WORD_PARAMS,
+    EscalationBudget,
     FeatureConfig,
     IntentModel,
     NGrams,
@@ -69,6 +70,18 @@ def utterances_in_context(rows: Sequence[FaceActUtterance], *, context: int = CO
             ctx = tuple((rows[j].speaker, rows[j].utterance) for j in idx[max(0, pos - context) : pos])
             out[i] = Utterance(rows[i].utterance, rows[i].speaker, ctx, rows[i].speaker == opener, pos)
     return [u for u in out if u is not None]
+
+
+def in_turn_order(rows: Sequence[FaceActUtterance], indices: Iterable[int]) -> list[int]:
+    """`indices` with each conversation's rows in turn order (what its escalation budget needs)."""
+    return sorted(indices, key=lambda i: rows[i].turn)
+
+
+def conversation_budgets(rows: Sequence[FaceActUtterance]) -> list[EscalationBudget]:
+    """One escalation budget per conversation, the same object for each of its rows: evaluation
+    spends the escalation half as the live detector does."""
+    by_conversation: dict[str, EscalationBudget] = {}
+    return [by_conversation.setdefault(r.conversation_id, EscalationBudget()) for r in rows]
 
 
 def class_weights(labels: Sequence[FaceAct], *, power: float = CLASS_WEIGHT_POWER) -> dict[str, float]:
@@ -177,13 +190,14 @@ def cross_validate(
     fold_of = np.zeros(len(rows), dtype=int)
     oof = OutOfFold(rows, [], proba, classes, fold_of)
     utts = utterances_in_context(rows)
-    for f, (train, test) in enumerate(folds):
+    for f, (train, test_rows) in enumerate(folds):
         fold_tune = replace(tune, seed=tune.seed + f) if tune is not None else None
         fold_escalate = replace(escalate, seed=escalate.seed + f) if escalate is not None else None
         model = fit([rows[i] for i in train], config=config, encoder=encoder, tune=fold_tune, escalate=fold_escalate,
                     tuned_cache=tuned_cache, progress=part_progress(progress, f, k))
+        test = in_turn_order(rows, test_rows.tolist())
         before = model.escalated
-        p, _ = model.predict_proba([utts[i] for i in test])
+        p, _ = model.predict_proba([utts[i] for i in test], budgets=conversation_budgets([rows[i] for i in test]))
         oof.escalated += model.escalated - before
         for j, c in enumerate(model.classes):
             proba[test, classes.index(c)] = p[:, j]
@@ -220,16 +234,19 @@ def latency_p50(model: IntentModel, rows: Sequence[FaceActUtterance], *, limit: 
 
     This is the live situation: the earlier turns were encoded when they arrived.
     """
-    utts = utterances_in_context(rows)[:limit]
+    order = in_turn_order(rows, range(len(rows)))[:limit]
+    everything = utterances_in_context(rows)
+    utts = [everything[i] for i in order]
+    budgets = conversation_budgets([rows[i] for i in order])
     if not utts:
         return 0.0
     model.encoder.encode([t for u in utts for _, t in u.context])
     model.predict_proba(utts[:1])  # load the encoder
     times: list[float] = []
-    for u in utts:
+    for u, budget in zip(utts, budgets, strict=True):
         model.encoder.forget([u.text])  # a new turn's own text is not cached yet
         t0 = time.perf_counter()
-        model.predict_proba([u])
+        model.predict_proba([u], budgets=[budget])
         times.append((time.perf_counter() - t0) * 1000)
     return round(float(np.median(times)), 2)
 
@@ -271,7 +288,12 @@ def evaluate_file(
         lat_model = oof.last_model
     else:
         lat_model = model or load_model()
-        probs, _ = lat_model.predict_proba(utterances_in_context(rows))
+        order = in_turn_order(rows, range(len(rows)))
+        utts = utterances_in_context(rows)
+        in_order, _ = lat_model.predict_proba(
+            [utts[i] for i in order], budgets=conversation_budgets([rows[i] for i in order]))
+        probs = np.zeros_like(in_order)
+        probs[order] = in_order
         predicted = [lat_model.classes[int(j)] for j in probs.argmax(1)]
         result = metrics([r.face_act for r in rows], predicted)
         result["mode"] = "trained model" + (
