@@ -556,5 +556,5 @@ def test_cross_validation_reports_the_share_it_escalated(tmp_path: Path) -> None
         writer.writeheader()
         writer.writerows(r for r in rows if r["conversation_id"] in keep)
     result = evaluate_file(subset, cv=True, tune=TINY, escalate=replace(TINY, encoder="mpnet", layers=1), reuse=False)
-    assert "mpnet cut to 1 layers where they are unsure" in result["mode"]
+    assert "mpnet cut to 1 layers where they are unsure, for at most 35% of a conversation's turns + 2" in result["mode"]
     assert 0.0 < result["escalated_share"] <= 1.0

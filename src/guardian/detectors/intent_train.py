@@ -21,6 +21,8 @@ import numpy as np
 from guardian import locations
 from guardian.detectors.intent_model import (
     CONTEXT,
+    ESCALATION_RATE,
+    ESCALATION_SLACK,
     SIDE_PARAMS,
     WORD_PARAMS,
     EscalationBudget,
@@ -275,7 +277,8 @@ def evaluate_file(
         result["mode"] = (
             "cross-validated (5 conversation folds, each fold scored by a model trained on the others"
             + (f", linear + fine-tuned {_describe(tune)}" if tune is not None else ", linear model only")
-            + (f", {_describe(escalate)} where they are unsure)" if tune is not None and escalate is not None else ")")
+            + (f", {_describe(escalate)} where they are unsure, for at most {ESCALATION_RATE:.0%} of a conversation's"
+               f" turns + {ESCALATION_SLACK})" if tune is not None and escalate is not None else ")")
         )
         if tune is not None and escalate is not None:
             result["escalated_share"] = round(oof.escalated / len(rows), 4)
