@@ -1,7 +1,8 @@
 """Experiment (docs/intent.md, "Pattern examples"): the pressure patterns on the face-act corpus.
 
 Every conversation's intents come from the shipped pipeline's out-of-fold predictions
-(`intent_train.cross_validate` with the fine-tuned half, fold models reused from the cache as
+(`intent_train.cross_validate` with the fine-tuned and escalation halves and the escalation budget,
+fold models reused from the cache as
 `guardian eval faceacts --cv` does): the model that labels a conversation never trained on it.
 The same rules also run on the gold face acts (score 1.0), to show what the model misses;
 "predicted_and_gold" counts predicted firings that the gold acts also give (same pattern, same turn).
@@ -24,7 +25,7 @@ import numpy as np
 
 import guardian  # noqa: F401  (offline environment defaults)
 from guardian.conversation import Conversation
-from guardian.detectors.intent_train import cross_validate
+from guardian.detectors.intent_train import ESCALATION, cross_validate
 from guardian.detectors.intent_tuned import TuneConfig
 from guardian.detectors.patterns import derive_patterns
 from guardian.eval.datasets import FaceActUtterance, load_faceacts
@@ -63,7 +64,7 @@ def main() -> int:
     if args.proba is not None and args.proba.is_file():
         proba = np.load(args.proba)
     else:
-        oof = cross_validate(rows, tune=TuneConfig(), reuse=True)
+        oof = cross_validate(rows, tune=TuneConfig(), escalate=ESCALATION, reuse=True)
         assert [str(c) for c in oof.classes] == [str(c) for c in classes]
         proba = oof.probabilities
         if args.proba is not None:
