@@ -27,7 +27,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar
+from typing import ClassVar, TypeVar
 
 import numpy as np
 
@@ -154,24 +154,15 @@ class IntentDetector(Detector):
         first = window.turns[0]
         with self._lock:
             if first.index == 0:
-                self._openers[window.id] = first.speaker
-                self._openers.move_to_end(window.id)
-                while len(self._openers) > self._cache_size:
-                    self._openers.popitem(last=False)
-                return first.speaker
+                return _remember(self._openers, window.id, first.speaker, self._cache_size)
             return self._openers.get(window.id, first.speaker)
 
     def _budget(self, conversation_id: str) -> EscalationBudget:
         """The conversation's escalation budget: every new turn is counted once, when it is first
         assessed (later windows take it from the cache), so the budget follows the conversation."""
         with self._lock:
-            budget = self._budgets.get(conversation_id)
-            if budget is None:
-                budget = self._budgets[conversation_id] = EscalationBudget()
-            self._budgets.move_to_end(conversation_id)
-            while len(self._budgets) > self._cache_size:
-                self._budgets.popitem(last=False)
-            return budget
+            budget = self._budgets.get(conversation_id) or EscalationBudget()
+            return _remember(self._budgets, conversation_id, budget, self._cache_size)
 
     def _predict(
         self, model: IntentModel, utts: Sequence[Utterance], keys: Sequence[_Key], budget: EscalationBudget
@@ -194,6 +185,18 @@ class IntentDetector(Detector):
                 fetched = [self._cache[k] for k in keys]
         return (np.vstack([f[0] for f in fetched if f is not None]),
                 np.vstack([f[1] for f in fetched if f is not None]))
+
+
+_V = TypeVar("_V")
+
+
+def _remember(mapping: OrderedDict[str, _V], key: str, value: _V, limit: int) -> _V:
+    """Store `value` as the most recent entry of a per-conversation LRU map of at most `limit` entries."""
+    mapping[key] = value
+    mapping.move_to_end(key)
+    while len(mapping) > limit:
+        mapping.popitem(last=False)
+    return value
 
 
 def infer_roles(

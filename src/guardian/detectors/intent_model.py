@@ -20,10 +20,11 @@ and does not depend on the scikit-learn version that trained it.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -430,19 +431,22 @@ class IntentModel:
             ) from exc
 
 
-_pool: ThreadPoolExecutor | None = None
+_pools: dict[str, ThreadPoolExecutor] = {}
 _pool_lock = threading.Lock()
 
 
-def _tuned_pool() -> ThreadPoolExecutor:
-    global _pool
+def _named_pool(name: str, workers: int, initializer: Callable[[], None] | None = None) -> ThreadPoolExecutor:
+    """A process-wide pool, created on first use (its threads start with `initializer`)."""
     with _pool_lock:
-        if _pool is None:
-            _pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="guardian-intent-tuned")
-        return _pool
+        pool = _pools.get(name)
+        if pool is None:
+            pool = _pools[name] = ThreadPoolExecutor(max_workers=workers, thread_name_prefix=f"guardian-intent-{name}",
+                                                     initializer=initializer)
+        return pool
 
 
-_linear: ThreadPoolExecutor | None = None
+def _tuned_pool() -> ThreadPoolExecutor:
+    return _named_pool("tuned", 2)
 
 
 def _linear_pool() -> ThreadPoolExecutor:
@@ -450,13 +454,7 @@ def _linear_pool() -> ThreadPoolExecutor:
     core there, the tuned half's onnxruntime on the other (`limit_torch_threads`). Under load on a
     shared host, torch's two threads beside onnxruntime's one made plain turns 16-18 ms instead of
     11-12 (docs/intent.md, "Latency")."""
-    global _linear
-    with _pool_lock:
-        if _linear is None:
-            pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="guardian-intent-linear")
-            pool.submit(limit_torch_threads, 1).result()
-            _linear = pool
-        return _linear
+    return _named_pool("linear", 1, functools.partial(limit_torch_threads, 1))
 
 
 def _jsonable(params: dict[str, Any]) -> dict[str, Any]:

@@ -86,6 +86,16 @@ def conversation_budgets(rows: Sequence[FaceActUtterance]) -> list[EscalationBud
     return [by_conversation.setdefault(r.conversation_id, EscalationBudget()) for r in rows]
 
 
+def predict_in_turn_order(
+    model: IntentModel, rows: Sequence[FaceActUtterance], utts: Sequence[Utterance], indices: Iterable[int]
+) -> tuple[list[int], np.ndarray]:
+    """(`indices` in turn order, their probabilities in that order): each conversation fed to the
+    model in turn order with one escalation budget, as the live detector spends it."""
+    order = in_turn_order(rows, indices)
+    probs, _ = model.predict_proba([utts[i] for i in order], budgets=conversation_budgets([rows[i] for i in order]))
+    return order, probs
+
+
 def class_weights(labels: Sequence[FaceAct], *, power: float = CLASS_WEIGHT_POWER) -> dict[str, float]:
     counts: dict[str, int] = defaultdict(int)
     for y in labels:
@@ -197,9 +207,8 @@ def cross_validate(
         fold_escalate = replace(escalate, seed=escalate.seed + f) if escalate is not None else None
         model = fit([rows[i] for i in train], config=config, encoder=encoder, tune=fold_tune, escalate=fold_escalate,
                     tuned_cache=tuned_cache, progress=part_progress(progress, f, k))
-        test = in_turn_order(rows, test_rows.tolist())
         before = model.escalated
-        p, _ = model.predict_proba([utts[i] for i in test], budgets=conversation_budgets([rows[i] for i in test]))
+        test, p = predict_in_turn_order(model, rows, utts, test_rows.tolist())
         oof.escalated += model.escalated - before
         for j, c in enumerate(model.classes):
             proba[test, classes.index(c)] = p[:, j]
@@ -291,10 +300,7 @@ def evaluate_file(
         lat_model = oof.last_model
     else:
         lat_model = model or load_model()
-        order = in_turn_order(rows, range(len(rows)))
-        utts = utterances_in_context(rows)
-        in_order, _ = lat_model.predict_proba(
-            [utts[i] for i in order], budgets=conversation_budgets([rows[i] for i in order]))
+        order, in_order = predict_in_turn_order(lat_model, rows, utterances_in_context(rows), range(len(rows)))
         probs = np.zeros_like(in_order)
         probs[order] = in_order
         predicted = [lat_model.classes[int(j)] for j in probs.argmax(1)]
