@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import jsonschema
@@ -195,3 +195,84 @@ def test_killed_watch_process_resumes_from_its_log(tmp_path: Path) -> None:
     assert [t.text for t in turns] == [t.text for t in read_transcript(chat).turns]
     assessed = sorted({e.assessment.turn for e in record.events if isinstance(e, AssessmentReady)})
     assert assessed == list(range(12))
+
+
+def _session_turns(log: Path) -> list[TurnAdded]:
+    return [e for e in read_log(log).events if isinstance(e, TurnAdded)]
+
+
+def _wait_for(condition: Callable[[], bool], *, seconds: float, what: str) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+@pytest.mark.e2e
+def test_follow_with_the_default_log_survives_kill_and_resume(tmp_path: Path) -> None:
+    """`watch --follow` on a chat log another process appends to, logging to the default place
+    (it once followed its own session log instead), killed with SIGKILL and `--resume`d while
+    the writer goes on: every turn of the chat is in the log once, in order."""
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    lines = (REPO / "examples" / "car_keys.txt").read_text(encoding="utf-8").splitlines(keepends=True)
+    chat = tmp_path / "c.log"
+    chat.write_text("".join(lines[:2]), encoding="utf-8")
+    data = tmp_path / "data"
+    env = {**os.environ, "GUARDIAN_DATA_DIR": str(data), "GUARDIAN_CONFIG_DIR": str(tmp_path / "config")}
+    guardian = str(Path(sys.executable).parent / "guardian")
+    base = [guardian, "watch", str(chat), "--follow", "--headless", "--detectors", "keyphrases"]
+    writer_code = (
+        "import sys, time\n"
+        "path, lines = sys.argv[1], sys.argv[2:]\n"
+        "go = path + '.go'\n"
+        "for n, line in enumerate(lines):\n"
+        "    while n == 3 and not __import__('os').path.exists(go):\n"
+        "        time.sleep(0.05)\n"
+        "    with open(path, 'a', encoding='utf-8') as f:\n"
+        "        f.write(line)\n"
+        "    time.sleep(0.15)\n"
+    )
+    writer = subprocess.Popen([sys.executable, "-c", writer_code, str(chat), *lines[2:]])
+    first = subprocess.Popen(base, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    resumed: subprocess.Popen[bytes] | None = None
+    try:
+        sessions = data / "sessions"
+
+        def logged(count: int) -> Callable[[], bool]:
+            def check() -> bool:
+                logs = list(sessions.glob("*.jsonl")) if sessions.exists() else []
+                return len(logs) == 1 and len(_session_turns(logs[0])) >= count
+
+            return check
+
+        _wait_for(logged(4), seconds=60, what="four followed turns in the default session log")
+        os.kill(first.pid, signal.SIGKILL)
+        first.wait()
+        (tmp_path / "c.log.go").touch()  # the writer goes on only once the watcher is dead
+        (log,) = sessions.glob("*.jsonl")
+        before = len(_session_turns(log))
+        assert 4 <= before < len(lines)
+        resumed = subprocess.Popen([*base, "--resume", str(log)], env=env, stdout=subprocess.DEVNULL,
+                                   stderr=subprocess.PIPE)
+        writer.wait(timeout=60)
+        _wait_for(lambda: len(_session_turns(log)) >= len(lines), seconds=60, what="every turn after --resume")
+        import time
+
+        time.sleep(1.0)  # a duplicate would arrive within the follow poll and idle flush
+    finally:
+        for proc in (first, resumed, writer):
+            if proc is not None and proc.poll() is None:
+                os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+    turns = [e.turn for e in _session_turns(log)]
+    assert [t.index for t in turns] == list(range(len(lines)))
+    assert [f"{t.speaker}: {t.text}\n" for t in turns] == lines
+    assert sorted(p.name for p in (data / "sessions").iterdir()) == [log.name]
+    assert chat.read_text(encoding="utf-8") == "".join(lines)  # the chat file itself is never written to

@@ -194,14 +194,14 @@ def prepare(
 
         label, default_id, mode = "standard input", "stdin", "stream"
     elif options.follow:
-        path = Path(file)
-        if path.is_dir():
+        followed = Path(file)
+        if followed.is_dir():
             raise InputError("is a directory; give a chat log file", source=file)
 
         def make_source(pacer: Pacer) -> AsyncIterator[SourceItem]:
-            return follow_file(path, pacer=pacer)
+            return follow_file(followed, pacer=pacer)
 
-        label, default_id, mode = f"{file} (following)", path.stem, "follow"
+        label, default_id, mode = f"{file} (following)", followed.stem, "follow"
     else:
         conversation = read_transcript(file, input_format=InputFormat(options.input_format))
 
@@ -226,8 +226,8 @@ def prepare(
 
     log: SessionLog | None = None
     if not options.no_log:
-        path = options.resume or options.log or default_log_path(conversation_id)
-        log = SessionLog(path).open(SessionHeader(label, monitor.detector_names, time.time()))
+        log_path = options.resume or options.log or default_log_path(conversation_id)
+        log = SessionLog(log_path).open(SessionHeader(label, monitor.detector_names, time.time()))
         monitor.subscribe(log.write)
         for problem in problems:
             log.write(problem)
