@@ -140,7 +140,7 @@ def test_50_mb_file_is_refused_before_reading(tmp_path: Path) -> None:
     path = tmp_path / "big.txt"
     with path.open("wb") as fh:
         fh.truncate(50 * 1024 * 1024)
-    with pytest.raises(InputError, match=r"file is 52.4 MB; transcripts are read up to"):
+    with pytest.raises(InputError, match=r"file is 50 MB; transcripts are read up to 20 MB "):
         read_transcript(path)
 
 
@@ -159,3 +159,81 @@ def test_stray_punctuation_before_first_turn_is_skipped() -> None:
 def test_bundled_example_reads() -> None:
     conv = read_transcript(Path(__file__).resolve().parent.parent / "examples" / "gaslighting.txt")
     assert conv.speakers == ("Maya", "Daniel")
+
+
+def test_dev_zero_is_refused_at_the_limit_not_read_forever() -> None:
+    """stat() says 0 bytes for a device: the reader must stop at the limit (it once filled memory)."""
+    import resource
+    import subprocess
+    import sys
+
+    code = (
+        "import resource, sys\n"
+        "resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))\n"
+        "from guardian.errors import InputError\n"
+        "from guardian.readers import read_transcript\n"
+        "try:\n"
+        "    read_transcript('/dev/zero', max_bytes=1 << 20)\n"
+        "except InputError as exc:\n"
+        "    print(exc)\n"
+    )
+    assert resource.RLIMIT_AS  # the child caps its memory: the old reader died of MemoryError
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr[-500:]
+    assert "/dev/zero: file is larger than 1 MB; transcripts are read up to 1 MB" in done.stdout
+
+
+def test_a_fifo_fed_past_the_limit_is_refused(tmp_path: Path) -> None:
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)
+
+    def feed() -> None:
+        try:
+            with fifo.open("wb") as f:
+                for _ in range(64):
+                    f.write(b"A: " + b"x" * 32_000 + b"\n")
+        except BrokenPipeError:
+            pass  # the reader stopped at the limit and closed its end
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    with pytest.raises(InputError, match="file is larger than 1 MB"):
+        read_transcript(fifo, max_bytes=1 << 20, max_turn_chars=10**6)
+    writer.join(timeout=10)
+    assert not writer.is_alive()
+
+
+def test_a_fifo_without_a_writer_says_what_it_waits_for(tmp_path: Path) -> None:
+    import os
+    import threading
+
+    from guardian.readers import read_limited
+
+    fifo = tmp_path / "pipe.txt"
+    os.mkfifo(fifo)
+    told = threading.Event()
+    messages: list[str] = []
+
+    def notify(message: str) -> None:
+        messages.append(message)
+        told.set()
+
+    got: list[bytes] = []
+    reader = threading.Thread(target=lambda: got.append(read_limited(fifo, max_bytes=100, notify=notify)), daemon=True)
+    reader.start()
+    assert told.wait(timeout=10), "no word while blocked on a FIFO without a writer"
+    assert "waiting for a program to write to the named pipe" in messages[0] and str(fifo) in messages[0]
+    with fifo.open("wb") as f:
+        f.write(b"A: hi\n")
+    reader.join(timeout=10)
+    assert got == [b"A: hi\n"]
+
+
+def test_size_messages_use_the_unit_of_the_setting(tmp_path: Path) -> None:
+    from guardian.readers import megabytes
+
+    assert megabytes(20 * 1024 * 1024) == "20 MB"  # was "21 MB" (10^6-byte megabytes)
+    assert megabytes(1536 * 1024) == "1.5 MB"

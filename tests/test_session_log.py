@@ -119,3 +119,9 @@ def test_killing_the_writer_mid_write_loses_only_the_line_being_written(tmp_path
     log.close()
     final = [e for e in read_log(path).events if isinstance(e, TurnAdded)]
     assert [t.turn.index for t in final] == list(range(len(turns) + 1))
+
+
+def test_a_device_is_not_read_as_a_session_log() -> None:
+    """`guardian report /dev/zero` once read until memory ran out (stat() says 0 bytes)."""
+    with pytest.raises(InputError, match="/dev/zero: is a device, not a session log"):
+        read_log("/dev/zero")

@@ -276,3 +276,20 @@ def test_follow_with_the_default_log_survives_kill_and_resume(tmp_path: Path) ->
     assert [f"{t.speaker}: {t.text}\n" for t in turns] == lines
     assert sorted(p.name for p in (data / "sessions").iterdir()) == [log.name]
     assert chat.read_text(encoding="utf-8") == "".join(lines)  # the chat file itself is never written to
+
+
+def test_watch_honours_the_size_limits(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chat = tmp_path / "chat.txt"
+    chat.write_text(CHAT * 100, encoding="utf-8")  # 5.5 kB
+    monkeypatch.setenv("GUARDIAN_MAX_TRANSCRIPT_MB", "0.001")
+    assert main(["watch", str(chat), "--headless", "--detectors", "word-test", "--no-log"]) == 2
+    assert "transcripts are read up to 0.001 MB" in capsys.readouterr().err
+    from guardian.config import settings
+
+    settings.cache_clear()
+    monkeypatch.setenv("GUARDIAN_MAX_TRANSCRIPT_MB", "1")
+    monkeypatch.setenv("GUARDIAN_MAX_TURN_CHARS", "5")
+    assert main(["watch", str(chat), "--headless", "--detectors", "word-test", "--no-log"]) == 2
+    assert "longer than the 5 allowed" in capsys.readouterr().err

@@ -22,7 +22,7 @@ from guardian.detectors import registry
 from guardian.detectors.base import Detector
 from guardian.errors import InputError
 from guardian.findings import Assessment, DetectorError, Finding
-from guardian.readers import DEFAULT_MAX_BYTES, parse_transcript, read_transcript
+from guardian.readers import configured_limits, megabytes, parse_transcript, read_transcript
 
 
 class OutputFormat(StrEnum):
@@ -44,12 +44,15 @@ class AnalyzeReport(BaseModel):
 
 
 def load_input(file: str, *, input_format: str) -> Conversation:
-    s = settings()
-    max_bytes = int(s.max_transcript_mb * 1024 * 1024) if s.max_transcript_mb else DEFAULT_MAX_BYTES
+    max_bytes, max_turn_chars = configured_limits()
     if file == "-":
         data = sys.stdin.buffer.read(max_bytes + 1)
         if len(data) > max_bytes:
-            raise InputError(f"standard input is larger than {max_bytes / 1e6:.0f} MB", source="<stdin>")
+            raise InputError(
+                f"standard input is larger than {megabytes(max_bytes)}; transcripts are read up to "
+                f"{megabytes(max_bytes)} (split it, or raise GUARDIAN_MAX_TRANSCRIPT_MB)",
+                source="<stdin>",
+            )
         from guardian.readers import decode
 
         return parse_transcript(
@@ -57,9 +60,9 @@ def load_input(file: str, *, input_format: str) -> Conversation:
             input_format=input_format,
             source="<stdin>",
             conversation_id="stdin",
-            max_turn_chars=s.max_turn_chars,
+            max_turn_chars=max_turn_chars,
         )
-    return read_transcript(file, input_format=input_format, max_bytes=max_bytes, max_turn_chars=s.max_turn_chars)
+    return read_transcript(file, input_format=input_format, max_bytes=max_bytes, max_turn_chars=max_turn_chars)
 
 
 #: Windows handed to a detector's `analyze_batch` at once (the local model encodes their new turns in one pass).

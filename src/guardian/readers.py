@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import json
 import re
+import stat
+import sys
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from enum import StrEnum
@@ -18,7 +21,8 @@ from pathlib import Path
 from guardian.conversation import Conversation, Turn
 from guardian.errors import InputError
 
-DEFAULT_MAX_BYTES = 20 * 1024 * 1024
+MIB = 1024 * 1024
+DEFAULT_MAX_BYTES = 20 * MIB
 DEFAULT_MAX_TURN_CHARS = 100_000
 
 
@@ -79,6 +83,100 @@ def decode(data: bytes, *, source: str) -> str:
         ) from None
 
 
+def configured_limits() -> tuple[int, int]:
+    """(bytes per transcript, characters per turn) from the settings, for every command that reads
+    transcripts (`analyze` and `watch` once disagreed: watch ignored both settings)."""
+    from guardian.config import settings
+
+    s = settings()
+    return int(s.max_transcript_mb * MIB), s.max_turn_chars
+
+
+def megabytes(limit: int) -> str:
+    """A byte limit as the `max_transcript_mb` setting spells it (MB of 1024 × 1024 bytes): 20, not 21."""
+    value = limit / MIB
+    return (f"{value:.1f}".removesuffix(".0") if value >= 0.1 else f"{value:.2g}") + " MB"
+
+
+#: Seconds a blocking open of a FIFO may wait before the user is told what it waits for.
+FIFO_NOTICE_AFTER_S = 1.0
+
+
+def _notify_stderr(message: str) -> None:
+    print(f"guardian: {message}", file=sys.stderr, flush=True)
+
+
+def read_limited(
+    path: str | Path,
+    *,
+    max_bytes: int,
+    source: str | None = None,
+    what: str = "file",
+    kind: str = "transcripts",
+    hint: str = "split it, or raise GUARDIAN_MAX_TRANSCRIPT_MB",
+    devices: bool = True,
+    notify: Callable[[str], None] = _notify_stderr,
+) -> bytes:
+    """The bytes of a file, refused once they pass `max_bytes`.
+
+    Never trusts `stat()`: a device (/dev/zero), a FIFO or a /proc file reports size 0
+    and can produce without end, so the data is read in chunks and reading stops one
+    byte past the limit. A FIFO with no writer blocks in open(); after a second the
+    user is told (via `notify`) what guardian is waiting for instead of hanging silently.
+    """
+    path = Path(path)
+    source = source if source is not None else str(path)
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise InputError(f"{what} not found", source=source) from None
+    except OSError as exc:
+        raise InputError(f"cannot read the {what} ({exc.strerror})", source=source) from None
+    if stat.S_ISDIR(info.st_mode):
+        raise InputError(f"is a directory; give a {what}", source=source)
+    if not devices and (stat.S_ISCHR(info.st_mode) or stat.S_ISBLK(info.st_mode)):
+        raise InputError(f"is a device, not a {what}", source=source)
+    if stat.S_ISREG(info.st_mode) and info.st_size > max_bytes:
+        raise InputError(
+            f"{what} is {megabytes(info.st_size)}; {kind} are read up to {megabytes(max_bytes)} "
+            f"({hint})",
+            source=source,
+        )
+    notice: threading.Timer | None = None
+    if stat.S_ISFIFO(info.st_mode):
+        notice = threading.Timer(
+            FIFO_NOTICE_AFTER_S,
+            notify,
+            args=(f"waiting for a program to write to the named pipe {source} (Ctrl+C stops)",),
+        )
+        notice.daemon = True
+        notice.start()
+    try:
+        try:
+            handle = path.open("rb")
+        finally:
+            if notice is not None:
+                notice.cancel()
+        with handle:
+            chunks: list[bytes] = []
+            total = 0
+            while total <= max_bytes:
+                chunk = handle.read(min(1 << 20, max_bytes + 1 - total))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+    except OSError as exc:
+        raise InputError(f"cannot read the {what} ({exc.strerror})", source=source) from None
+    if total > max_bytes:
+        raise InputError(
+            f"{what} is larger than {megabytes(max_bytes)}; {kind} are read up to {megabytes(max_bytes)} "
+            f"({hint})",
+            source=source,
+        )
+    return b"".join(chunks)
+
+
 def read_transcript(
     path: str | Path,
     *,
@@ -89,24 +187,7 @@ def read_transcript(
     """Read a transcript file ('-' for stdin is handled by the CLI via `parse_transcript`)."""
     path = Path(path)
     source = str(path)
-    try:
-        size = path.stat().st_size
-    except FileNotFoundError:
-        raise InputError("file not found", source=source) from None
-    except OSError as exc:
-        raise InputError(f"cannot read the file ({exc.strerror})", source=source) from None
-    if path.is_dir():
-        raise InputError("is a directory; give a transcript file", source=source)
-    if size > max_bytes:
-        raise InputError(
-            f"file is {size / 1e6:.1f} MB; transcripts are read up to {max_bytes / 1e6:.0f} MB "
-            "(split it, or raise GUARDIAN_MAX_TRANSCRIPT_MB)",
-            source=source,
-        )
-    try:
-        data = path.read_bytes()
-    except OSError as exc:
-        raise InputError(f"cannot read the file ({exc.strerror})", source=source) from None
+    data = read_limited(path, max_bytes=max_bytes, source=source)
     fmt = InputFormat(input_format)
     if fmt is InputFormat.AUTO:
         fmt = _format_from_suffix(path.suffix) or InputFormat.AUTO

@@ -20,6 +20,11 @@ from typing import IO, Any
 from guardian import __version__
 from guardian.errors import InputError
 from guardian.events import SCHEMA_VERSION, Event, from_dict, to_dict
+from guardian.readers import MIB, read_limited
+
+#: Logs are read whole; a log is a few times its transcript (assessments), which is at most
+#: `max_transcript_mb`. Past this, something that is not a session log is being read.
+MAX_LOG_BYTES = 1024 * MIB
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,12 +72,15 @@ def read_log(path: str | Path) -> SessionRecord:
     """Read a session log; a torn final line is skipped, any other bad line is an InputError."""
     path = Path(path)
     source = str(path)
-    try:
-        data = path.read_bytes()
-    except FileNotFoundError:
-        raise InputError("session log not found", source=source) from None
-    except OSError as exc:
-        raise InputError(f"cannot read the session log ({exc.strerror})", source=source) from None
+    data = read_limited(
+        path,
+        max_bytes=MAX_LOG_BYTES,
+        source=source,
+        what="session log",
+        kind="session logs",
+        hint="start a new session log",
+        devices=False,
+    )
     record = SessionRecord(path=path)
     lines = data.split(b"\n")
     if lines and lines[-1] != b"":

@@ -22,7 +22,7 @@ from guardian.detectors.base import Detector
 from guardian.errors import GuardianError, InputError
 from guardian.events import ErrorRaised, Event, TurnAdded, to_dict
 from guardian.monitor import Monitor
-from guardian.readers import InputFormat, read_transcript
+from guardian.readers import InputFormat, configured_limits, read_transcript
 from guardian.session_log import SessionHeader, SessionLog, default_log_path, read_log
 from guardian.watch_sources import (
     Pacer,
@@ -203,7 +203,10 @@ def prepare(
 
         label, default_id, mode = f"{file} (following)", followed.stem, "follow"
     else:
-        conversation = read_transcript(file, input_format=InputFormat(options.input_format))
+        max_bytes, max_turn_chars = configured_limits()
+        conversation = read_transcript(
+            file, input_format=InputFormat(options.input_format), max_bytes=max_bytes, max_turn_chars=max_turn_chars
+        )
 
         def make_source(pacer: Pacer) -> AsyncIterator[SourceItem]:
             return replay(conversation, pacer)
