@@ -85,25 +85,49 @@ def assess_turns(
     merged: list[Assessment] = []
     for first in range(0, len(turns), BATCH):
         chunk = turns[first : first + BATCH]
-        views = [conversation.upto(turn.index).window(window) for turn in chunk]
-        parts: list[list[Assessment]] = [[] for _ in chunk]
-        latency = [0.0] * len(chunk)
-        for detector in detectors:
-            started = time.perf_counter()
-            results = _batch(detector, views)
-            share = (time.perf_counter() - started) * 1000 / len(chunk)
-            for n, result in enumerate(results):
-                parts[n].append(result)
-                latency[n] += share
-        for n, turn in enumerate(chunk):
-            merged.append(
-                Assessment.merge(
-                    parts[n], conversation_id=conversation.id, turn=turn.index, latency_ms=round(latency[n], 3)
-                )
-            )
+        merged.extend(assess_windows([conversation.upto(turn.index).window(window) for turn in chunk], detectors))
         if progress is not None:
             progress(len(merged))
     return merged
+
+
+def assess_windows(views: Sequence[Conversation], detectors: Sequence[Detector]) -> list[Assessment]:
+    """The merged assessment of each window's latest turn, the detectors batched over the windows.
+
+    The batched twin of one monitor step: windows the models cannot read (another
+    language) are not given to the detectors and say why (`not_assessed`); a failing
+    detector is recorded, never raised. Windows may come from different conversations
+    (evaluation batches across them); each conversation's windows must be in turn order,
+    as detectors that remember a conversation (the intent model) expect. Each window's
+    `latency_ms` is its share of the batch's time.
+    """
+    from guardian.language import not_assessed_reason
+
+    reasons = [not_assessed_reason(view) for view in views]
+    live = [n for n, reason in enumerate(reasons) if reason is None]
+    live_views = [views[n] for n in live]
+    parts: list[list[Assessment]] = [[] for _ in live]
+    latency = [0.0] * len(views)
+    for detector in detectors if live_views else ():
+        started = time.perf_counter()
+        results = _batch(detector, live_views)
+        share = (time.perf_counter() - started) * 1000 / len(live_views)
+        for row, result in enumerate(results):
+            parts[row].append(result)
+            latency[live[row]] += share
+    verdicts = dict(zip(live, parts, strict=True))
+    out: list[Assessment] = []
+    for n, view in enumerate(views):
+        last = view.last
+        index = last.index if last is not None else -1
+        reason = reasons[n]
+        if reason is not None:
+            out.append(Assessment.refused(reason, conversation_id=view.id, turn=index))
+        else:
+            out.append(
+                Assessment.merge(verdicts[n], conversation_id=view.id, turn=index, latency_ms=round(latency[n], 3))
+            )
+    return out
 
 
 def _batch(detector: Detector, views: Sequence[Conversation]) -> list[Assessment]:
@@ -200,6 +224,8 @@ def render_text(console: Console, conversation: Conversation, assessments: Seque
         line.append(f"{turn.speaker}: ", style="bold cyan")
         line.append_text(highlighted(turn.text, _spans_in_turn(all_findings, turn.index)))
         console.print(line)
+        if assessment.not_assessed is not None:
+            console.print(Text(f"    not assessed: {assessment.not_assessed}", style="dim"))
         if assessment.probability is not None:
             verdict = "MANIPULATIVE" if assessment.decision else "not manipulative"
             console.print(Text(f"    p(manipulation)={assessment.probability:.2f}  {verdict}", style="magenta"))
@@ -225,6 +251,8 @@ def render_markdown(conversation: Conversation, assessments: Sequence[Assessment
     for turn, assessment in zip(conversation.turns, assessments, strict=True):
         lines.append(f"**[{turn.index}] {turn.speaker}:** {turn.text}")
         lines.append("")
+        if assessment.not_assessed is not None:
+            lines.append(f"- not assessed: {assessment.not_assessed}")
         if assessment.probability is not None:
             lines.append(f"- p(manipulation) = {assessment.probability:.2f} ({'flagged' if assessment.decision else 'not flagged'})")
         for f in assessment.findings:

@@ -69,7 +69,12 @@ class DetectorError(_Frozen):
 
 
 class Assessment(_Frozen):
-    """Everything known after one turn: probability, decision, findings, intents."""
+    """Everything known after one turn: probability, decision, findings, intents.
+
+    `not_assessed` names why a turn got no verdict at all (e.g. "language fr": the
+    models read English only); the verdict fields are then empty (probability None,
+    decision False, no findings) rather than a guess on input the models cannot read.
+    """
 
     conversation_id: str = "conversation"
     turn: int = Field(ge=-1, description="conversation index of the latest turn assessed; -1 when empty")
@@ -84,6 +89,9 @@ class Assessment(_Frozen):
     detectors: tuple[str, ...] = ()
     errors: tuple[DetectorError, ...] = ()
     latency_ms: float = 0.0
+    not_assessed: str | None = Field(
+        default=None, description="why this turn got no verdict (e.g. 'language fr'); None when assessed"
+    )
 
     @classmethod
     def merge(
@@ -92,7 +100,9 @@ class Assessment(_Frozen):
         """Combine several detectors' assessments of the same window.
 
         The probability is the most confident model's (the maximum): a cheap screen
-        must not be able to vote a stronger detector down.
+        must not be able to vote a stronger detector down. The window is "not
+        assessed" only when every part says so (one detector's refusal must not
+        hide another's verdict).
         """
         parts = list(parts)
         probs = [p.probability for p in parts if p.probability is not None]
@@ -107,6 +117,7 @@ class Assessment(_Frozen):
                 vulnerabilities[v] = max(s, vulnerabilities.get(v, 0.0))
         thresholds = [p.threshold for p in parts if p.threshold is not None and p.probability == probability]
         manipulators = [p.manipulator for p in parts if p.manipulator]
+        refusals = [p.not_assessed for p in parts]
         return cls(
             conversation_id=conversation_id,
             turn=turn,
@@ -121,4 +132,12 @@ class Assessment(_Frozen):
             detectors=tuple(d for p in parts for d in p.detectors),
             errors=tuple(e for p in parts for e in p.errors),
             latency_ms=latency_ms,
+            not_assessed=refusals[0] if refusals and all(refusals) else None,
         )
+
+    @classmethod
+    def refused(
+        cls, reason: str, *, conversation_id: str, turn: int, latency_ms: float = 0.0
+    ) -> Assessment:
+        """The assessment of a turn the detectors were not run on, saying why (`not_assessed`)."""
+        return cls(conversation_id=conversation_id, turn=turn, latency_ms=latency_ms, not_assessed=reason)

@@ -10,6 +10,8 @@ that decides ordering, de-duplication and the conversation's risk:
 - detectors run concurrently on the window (the last `window` turns), each under
   its own timeout; a failing or slow detector becomes an `ErrorRaised` event and
   the others' verdicts stand;
+- a window the models cannot read (not English: `guardian.language`) is not given
+  to the detectors; its assessment says why (`not_assessed`) and carries no verdict;
 - a finding already alerted in this conversation (same label, same quoted span)
   is not raised again when a later window re-discovers it;
 - `submit` puts turns on a bounded per-conversation queue and waits when it is
@@ -32,6 +34,7 @@ from guardian.conversation import Conversation, Turn
 from guardian.detectors.base import Detector
 from guardian.events import AssessmentReady, ErrorRaised, Event, FindingRaised, TurnAdded
 from guardian.findings import Assessment, DetectorError, Finding
+from guardian.language import not_assessed_reason
 
 log = logging.getLogger(__name__)
 
@@ -204,6 +207,9 @@ class Monitor:
         async with state.async_order, self._semaphore:
             window = state.conversation.upto(index).window(self.window)
             began = self._clock()
+            reason = await asyncio.to_thread(not_assessed_reason, window)
+            if reason is not None:
+                return self._finish(state, window, [], latency_ms=(self._clock() - began) * 1000, not_assessed=reason)
             results = await asyncio.gather(*(self._run_async(d, window) for d in self.detectors))
             return self._finish(state, window, results, latency_ms=(self._clock() - began) * 1000)
 
@@ -307,6 +313,9 @@ class Monitor:
                     max_workers=max(4, 2 * len(self.detectors)), thread_name_prefix="guardian-detector"
                 )
             began = self._clock()
+            reason = not_assessed_reason(window)
+            if reason is not None:
+                return self._finish(state, window, [], latency_ms=(self._clock() - began) * 1000, not_assessed=reason)
             futures = [(d, self._pool.submit(d.analyze, window)) for d in self.detectors]
             deadline = time.monotonic() + self.timeout_s
             results: list[Assessment | DetectorError] = []
@@ -357,6 +366,7 @@ class Monitor:
         results: Sequence[Assessment | DetectorError],
         *,
         latency_ms: float,
+        not_assessed: str | None = None,
     ) -> Assessment:
         conversation_id = state.conversation.id
         last = window.last
@@ -376,6 +386,7 @@ class Monitor:
         merged = Assessment.merge(parts, conversation_id=conversation_id, turn=index, latency_ms=latency_ms)
         merged = merged.model_copy(
             update={
+                "not_assessed": not_assessed or merged.not_assessed,
                 "findings": tuple(f for f in merged.findings if _grounded(f, window)),
                 "errors": (*merged.errors, *errors),
                 "detectors": tuple(dict.fromkeys((*merged.detectors, *(e.detector for e in errors)))),

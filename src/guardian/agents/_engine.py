@@ -29,6 +29,7 @@ from guardian.agents._screening import (
     is_flagged,
     log,
     merge,
+    refused,
     run_detector,
     summary,
     to_conversation,
@@ -36,6 +37,8 @@ from guardian.agents._screening import (
 from guardian.conversation import Conversation
 from guardian.detectors.base import Detector
 from guardian.findings import Assessment
+from guardian.language import not_assessed_reason
+from guardian.language import warm_up as warm_language
 
 DetectorSpec = str | Detector
 """A registered detector name (`guardian detectors` lists them) or a Detector instance."""
@@ -115,6 +118,7 @@ class DetectorPool:
                 made.append(registry.create("keyphrases"))
             except Exception as exc:
                 self._unavailable.append(("keyphrases", str(exc)))
+        warm_language()  # the identifier every screen consults first (a second to load)
         for d in made:
             self._locks[id(d)] = threading.Lock()
             # Load models here, once, outside any time limit: otherwise the first turns
@@ -143,6 +147,9 @@ class DetectorPool:
 
     def assess(self, window: Conversation) -> Assessment:
         started = time.perf_counter()
+        reason = not_assessed_reason(window)
+        if reason is not None:
+            return refused(reason, window, started=started)
         detectors = self.detectors()
         if self._timeout_s is None:
             parts = [self._locked(d, window) for d in detectors]
@@ -171,6 +178,9 @@ class DetectorPool:
 
     async def aassess(self, window: Conversation) -> Assessment:
         started = time.perf_counter()
+        reason = await asyncio.to_thread(not_assessed_reason, window)
+        if reason is not None:
+            return refused(reason, window, started=started)
         detectors = await asyncio.to_thread(self.detectors) if self._detectors is None else self._detectors
         parts = await asyncio.gather(*(self._arun(d, window) for d in detectors))
         return merge([*parts, *self._missing(window)], window, started=started)

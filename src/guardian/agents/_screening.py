@@ -20,6 +20,7 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from guardian.conversation import Conversation
 from guardian.detectors.base import Detector
 from guardian.findings import Assessment, DetectorError
+from guardian.language import not_assessed_reason
 
 log = logging.getLogger("guardian.agents")
 
@@ -146,9 +147,29 @@ def merge(parts: Sequence[Assessment], window: Conversation, *, started: float) 
     )
 
 
+def refused(reason: str, window: Conversation, *, started: float) -> Assessment:
+    """The assessment of a window the detectors were not run on (`reason`: e.g. "language fr").
+
+    Not flagged, whatever the policy: there is no verdict to act on, only the reason.
+    """
+    last = window.last
+    return Assessment.refused(
+        reason,
+        conversation_id=window.id,
+        turn=last.index if last is not None else -1,
+        latency_ms=round((time.perf_counter() - started) * 1000.0, 3),
+    )
+
+
 def assess(detectors: Sequence[Detector], window: Conversation) -> Assessment:
-    """All detectors on `window`, merged; failures are recorded in `errors`."""
+    """All detectors on `window`, merged; failures are recorded in `errors`.
+
+    A window the models cannot read (not English) is not given to the detectors.
+    """
     started = time.perf_counter()
+    reason = not_assessed_reason(window)
+    if reason is not None:
+        return refused(reason, window, started=started)
     return merge([run_detector(d, window) for d in detectors], window, started=started)
 
 

@@ -168,7 +168,10 @@ class GuardianApp(App[None]):
         elif isinstance(event, AssessmentReady):
             transcript.assess(event.assessment, event.risk)
             self.query_one(RiskTrend).add(event.risk)
-            self.query_one(StatusBar).latency_ms = event.assessment.latency_ms
+            status = self.query_one(StatusBar)
+            status.latency_ms = event.assessment.latency_ms
+            reason = event.assessment.not_assessed
+            status.note = f"not assessed: {reason}" if reason is not None else ""
             typed = self._typed_turns.pop(event.assessment.turn, None)
             if typed is not None:
                 self.call_after_refresh(self._assessment_on_screen, event.assessment.turn, typed)

@@ -62,6 +62,8 @@ class TurnView(Widget):
         text.append_text(body)
         if self.flagged:
             text.append(f"  ⚑ {self.risk or 0.0:.2f}", style=style("turn--risk"))
+        if self.assessment is not None and self.assessment.not_assessed is not None:
+            text.append(f"  (not assessed: {self.assessment.not_assessed})", style=style("turn--intent"))
         for intent in self.assessment.intents if self.assessment is not None else ():
             if intent.turn == self.turn.index:
                 text.append(f"\n  ↳ {intent.intention} ({intent.face_act.value} {intent.score:.2f})",
