@@ -167,6 +167,66 @@ def eval_mentalmanip(
     report = evaluate_file(file, artifact_dir=Path(artifact) if artifact else None, show_progress=True)
     typer.echo(json.dumps(report.as_dict()) if output_format == "json" else render_text(report, title=file))
 
+# --- live evaluation (issue 19): eval conversations -----------------------------------------------
+
+
+@eval_app.command("conversations")
+def eval_conversations(
+    files: Annotated[
+        list[str], typer.Argument(help="Conversations JSONL files ({id, label, turns: [{speaker, text}], meta}).")
+    ],
+    output_format: Annotated[str, typer.Option("--format", "-f", help="text | json (one object per file)")] = "text",
+    detectors: Annotated[
+        str | None, typer.Option("--detectors", "-d", help="Comma-separated detector names (default: as `watch`).")
+    ] = None,
+    window: Annotated[
+        int | None, typer.Option("--window", "-w", min=1, help="Turns of context per assessment (default: [monitor] window).")
+    ] = None,
+    split: Annotated[
+        str, typer.Option("--split", help="all | train | dev | test: the part by a hash of the conversation id.")
+    ] = "all",
+    split_seed: Annotated[int, typer.Option("--split-seed", help="Seed of the split (training uses the same).")] = 17,
+    ids: Annotated[
+        Path | None, typer.Option("--ids", help="Only the conversations whose ids this file lists (one a line).")
+    ] = None,
+    limit: Annotated[int | None, typer.Option("--limit", min=1, help="At most N conversations per file.")] = None,
+    seed: Annotated[
+        int | None, typer.Option("--seed", help="With --limit: a random sample of N drawn with this seed, not the first N.")
+    ] = None,
+    batch: Annotated[
+        int, typer.Option("--batch", min=1, help="Windows per detector call; 1 times each turn alone, as live.")
+    ] = 64,
+) -> None:
+    """Replay labelled conversations turn by turn as `guardian watch` would; how often each kind is flagged."""
+    import json
+
+    from guardian.config import settings
+    from guardian.detectors import registry
+    from guardian.eval import replay
+
+    if output_format not in ("text", "json"):
+        raise fail("--format must be text or json")
+    part = next((choice for choice in replay.SPLIT_CHOICES if choice == split), None)
+    if part is None:
+        raise fail(f"--split must be one of {', '.join(replay.SPLIT_CHOICES)}")
+    names = [n.strip() for n in detectors.split(",") if n.strip()] if detectors else registry.default_names()
+    selection = replay.Selection(
+        split=part, split_seed=split_seed, ids=replay.read_ids(ids) if ids is not None else None,
+        limit=limit, sample_seed=seed,
+    )
+    loaded = [(file, replay.load_conversations(file)) for file in files]  # every file readable before the replay
+    options = replay.ReplayOptions(window=window or settings().monitor.window, batch=batch, show_progress=True)
+    reports = []
+    for report in replay.evaluate_files(loaded, detectors=registry.create_many(names), options=options,
+                                        selection=selection):
+        data = report.as_dict()
+        if output_format == "json":
+            typer.echo(json.dumps(data))
+        reports.append(data)
+    if output_format == "text":
+        typer.echo(replay.render_text(reports))
+
+
 # --- intent (issue 4): eval faceacts ------------------------------------------------------------
 
 

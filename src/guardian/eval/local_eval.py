@@ -70,9 +70,17 @@ def label_decisions(pred: Predictions, which: str) -> np.ndarray:
 
 
 def evaluate_file(path: str | Path, *, artifact_dir: Path | None = None, show_progress: bool = False) -> MentalManipReport:
+    """The report on a CSV, with the live replay of its non-manipulative dialogues (window: `[monitor] window`)."""
+    import dataclasses
+
+    from guardian.config import settings
+    from guardian.eval.replay import ReplayOptions, mentalmanip_live
+
     dialogues = load_mentalmanip(Path(path))
     detector = LocalModelDetector(artifact_dir=artifact_dir)
-    return evaluate_dialogues(dialogues, detector=detector, show_progress=show_progress)
+    report = evaluate_dialogues(dialogues, detector=detector, show_progress=show_progress)
+    options = ReplayOptions(window=settings().monitor.window, show_progress=show_progress)
+    return dataclasses.replace(report, live=mentalmanip_live(dialogues, detector, options=options))
 
 
 def training_files(data: Sequence[str] | None) -> list[Path]:

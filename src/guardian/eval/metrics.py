@@ -11,8 +11,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
+if TYPE_CHECKING:
+    from guardian.eval.replay import LiveMentalManip
 
 #: The keys of `guardian eval mentalmanip --format json`, in order.
 REPORT_KEYS = (
@@ -28,6 +32,8 @@ REPORT_KEYS = (
     "vulnerability_macro_f1",
     "latency_ms_p50",
 )
+#: Keys added when the report carries a live replay of the non-manipulative dialogues (the local model).
+LIVE_KEYS = ("ever_flagged_fpr", "fpr_by_turns")
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,9 +60,12 @@ class MentalManipReport:
     techniques: MultiLabelMetrics
     vulnerabilities: MultiLabelMetrics
     latency_ms_p50: float
+    #: Non-manipulative dialogues replayed turn by turn (`guardian.eval.replay.mentalmanip_live`).
+    live: LiveMentalManip | None = None
 
-    def as_dict(self) -> dict[str, float | int]:
-        """The flat JSON object of `guardian eval mentalmanip --format json` (keys REPORT_KEYS)."""
+    def as_dict(self) -> dict[str, Any]:
+        """The JSON object of `guardian eval mentalmanip --format json`: REPORT_KEYS, then LIVE_KEYS
+        when the report has a live replay (`fpr_by_turns` maps a length bucket to its n and FPR)."""
         b = asdict(self.binary)
         out: dict[str, float | int] = {k: b[k] for k in REPORT_KEYS[:6]}
         out["technique_micro_f1"] = self.techniques.micro_f1
@@ -64,7 +73,10 @@ class MentalManipReport:
         out["vulnerability_micro_f1"] = self.vulnerabilities.micro_f1
         out["vulnerability_macro_f1"] = self.vulnerabilities.macro_f1
         out["latency_ms_p50"] = self.latency_ms_p50
-        return {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out.items()}
+        rounded: dict[str, Any] = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in out.items()}
+        if self.live is not None:
+            rounded.update(self.live.as_dict())
+        return rounded
 
 
 def _f1(tp: float, fp: float, fn: float) -> float:
@@ -134,4 +146,13 @@ def render_text(report: MentalManipReport, *, title: str = "MentalManip") -> str
             lines.append(f"  {label:26}{f1:8.3f}")
         lines.append("")
     lines.append(f"Latency p50: {report.latency_ms_p50:.1f} ms per dialogue")
+    if report.live is not None:
+        live = report.live
+        ever = "-" if live.ever_flagged_fpr is None else f"{live.ever_flagged_fpr:.3f}"
+        lines.append("")
+        lines.append(f"Live replay of the non-manipulative dialogues: flagged at any turn {ever}")
+        lines.append("  FPR of the final decision by dialogue length (turns):")
+        for bucket, cell in live.fpr_by_turns.items():
+            fpr = cell["fpr"]
+            lines.append(f"  {bucket:26}{'-' if fpr is None else format(fpr, '.3f'):>8}  (n={cell['n']})")
     return "\n".join(lines)
