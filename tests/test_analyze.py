@@ -67,3 +67,16 @@ def test_windows_go_to_detectors_in_batches_with_progress() -> None:
     assert counting.sizes == [BATCH, BATCH, 5]
     assert seen == [BATCH, 2 * BATCH, 2 * BATCH + 5]
     assert len(results) == len(conv.turns)
+
+
+def test_assessing_every_turn_costs_linear_time() -> None:
+    """Each turn's window is cut without copying the turns before it (a 100,000-turn
+    transcript never finished when it was)."""
+    from tests.monitor_fakes import WordDetector
+    from tests.test_conversation import CountingTurns, long_conversation
+
+    n = 5_000
+    conversation = long_conversation(n)
+    assessments = assess_turns(conversation, [WordDetector()], window=10)
+    assert [a.turn for a in assessments] == list(range(n))
+    assert CountingTurns.read <= 20 * n  # the old `upto(i).window(w)` read n²/2 = 12.5 million

@@ -78,3 +78,62 @@ def test_merge_takes_strongest_probability_and_unions_findings() -> None:
     assert merged.threshold == 0.6
     assert merged.findings == (f,)
     assert merged.detectors == ("a", "b")
+
+
+class CountingTurns(tuple[Turn, ...]):
+    """A turns tuple that counts how many turns are read through it (iteration and slices)."""
+
+    read = 0
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        CountingTurns.read += len(self)
+        return super().__iter__()
+
+    def __getitem__(self, key):  # type: ignore[no-untyped-def]
+        got = super().__getitem__(key)
+        CountingTurns.read += len(got) if isinstance(key, slice) else 1
+        return got
+
+
+def long_conversation(n: int) -> Conversation:
+    turns = CountingTurns(Turn(index=i, speaker="AB"[i % 2], text=f"turn {i}") for i in range(n))
+    CountingTurns.read = 0
+    return Conversation.model_construct(id="long", turns=turns)
+
+
+def test_a_window_ending_at_a_turn_reads_only_the_window() -> None:
+    """Per turn, a window must cost O(window), not O(turns before it): a 100,000-turn
+    transcript never finished when every window copied the whole conversation."""
+    n = 5_000
+    conversation = long_conversation(n)
+    for i in range(n):
+        window = conversation.window(10, ending_at=i)
+        assert [t.index for t in window.turns] == list(range(max(0, i - 9), i + 1))
+    assert CountingTurns.read <= 12 * n
+    CountingTurns.read = 0
+    assert conversation.turn(n - 1).index == n - 1 and CountingTurns.read <= 5
+
+
+def test_windows_of_windows_keep_indices() -> None:
+    from hypothesis import given
+    from hypothesis import strategies as st
+
+    @given(
+        st.lists(st.integers(min_value=0, max_value=60), unique=True, max_size=30),
+        st.integers(min_value=-2, max_value=12),
+        st.integers(min_value=-3, max_value=65),
+    )
+    def check(indices: list[int], size: int, end: int) -> None:
+        turns = tuple(Turn(index=i, speaker="A", text="x") for i in sorted(indices))
+        conversation = Conversation(turns=turns)
+        expected = [t for t in turns if t.index <= end]
+        expected = expected[-size:] if size > 0 else []
+        assert list(conversation.window(size, ending_at=end).turns) == expected
+        assert list(conversation.upto(end).turns) == [t for t in turns if t.index <= end]
+        for t in turns:
+            assert conversation.turn(t.index) is t
+        missing = next(i for i in range(70) if i not in indices)
+        with pytest.raises(KeyError):
+            conversation.turn(missing)
+
+    check()

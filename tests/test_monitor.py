@@ -216,3 +216,37 @@ async def test_submit_waits_when_the_queue_is_full() -> None:
     await third
     await monitor.aclose()
     assert [t.text for t in monitor.conversation("c").turns] == ["one", "two", "three"]
+
+
+async def test_each_turn_costs_its_window_not_the_whole_conversation(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Recording a turn and cutting its window must not copy every earlier turn (which made a
+    long conversation quadratic): count the turns put into Conversation objects."""
+    from guardian.conversation import Conversation
+
+    copied = [0]
+    real_init = Conversation.__init__
+    real_copy = Conversation.model_copy
+
+    def counting_init(self: Conversation, **data: object) -> None:
+        copied[0] += len(data.get("turns", ()))  # type: ignore[arg-type]
+        real_init(self, **data)
+
+    def counting_copy(self: Conversation, *, update: dict[str, object] | None = None, deep: bool = False) -> Conversation:
+        copied[0] += len((update or {}).get("turns", ()))  # type: ignore[arg-type]
+        return real_copy(self, update=update, deep=deep)
+
+    monkeypatch.setattr(Conversation, "__init__", counting_init)
+    monkeypatch.setattr(Conversation, "model_copy", counting_copy)
+    monitor = Monitor([WordDetector()], window=10, timeout_s=5, queue_size=8)
+    n = 2_000
+    for i in range(n):
+        await monitor.submit("long", "AB"[i % 2], f"turn {i} is stupid" if i % 7 == 0 else f"turn {i}")
+    await monitor.drain()
+    monitor_copied = copied[0]
+    for i in range(n):
+        monitor.add_turn_sync("sync", "A", f"turn {i}")
+    await monitor.aclose()
+    assert monitor_copied <= 12 * n  # the old append and upto copied n²/2 = 2 million
+    assert copied[0] <= 24 * n
+    assert [t.index for t in monitor.conversation("long").turns] == list(range(n))
+    assert sorted(monitor.state("long").assessments) == list(range(n))

@@ -21,7 +21,7 @@ from guardian.conversation import Conversation
 from guardian.detectors import registry
 from guardian.detectors.base import Detector
 from guardian.errors import InputError
-from guardian.findings import Assessment, DetectorError, Finding
+from guardian.findings import Assessment, DetectorError
 from guardian.readers import configured_limits, megabytes, parse_transcript, read_transcript
 
 
@@ -85,7 +85,7 @@ def assess_turns(
     merged: list[Assessment] = []
     for first in range(0, len(turns), BATCH):
         chunk = turns[first : first + BATCH]
-        merged.extend(assess_windows([conversation.upto(turn.index).window(window) for turn in chunk], detectors))
+        merged.extend(assess_windows([conversation.window(window, ending_at=turn.index) for turn in chunk], detectors))
         if progress is not None:
             progress(len(merged))
     return merged
@@ -213,16 +213,23 @@ def highlighted(text: str, spans: Sequence[tuple[int, int]], *, style: str = "bo
     return out
 
 
-def _spans_in_turn(findings: Sequence[Finding], turn: int) -> list[tuple[int, int]]:
-    return [(e.start, e.end) for f in findings for e in f.evidence if e.turn == turn]
+def _spans_by_turn(assessments: Sequence[Assessment]) -> dict[int, list[tuple[int, int]]]:
+    """Every quoted span, grouped by the turn it quotes (one pass: scanning every finding for
+    every turn made long transcripts quadratic)."""
+    spans: dict[int, list[tuple[int, int]]] = {}
+    for assessment in assessments:
+        for finding in assessment.findings:
+            for e in finding.evidence:
+                spans.setdefault(e.turn, []).append((e.start, e.end))
+    return spans
 
 
 def render_text(console: Console, conversation: Conversation, assessments: Sequence[Assessment]) -> None:
-    all_findings = [f for a in assessments for f in a.findings]
+    spans = _spans_by_turn(assessments)
     for turn, assessment in zip(conversation.turns, assessments, strict=True):
         line = Text(f"[{turn.index}] ", style="dim")
         line.append(f"{turn.speaker}: ", style="bold cyan")
-        line.append_text(highlighted(turn.text, _spans_in_turn(all_findings, turn.index)))
+        line.append_text(highlighted(turn.text, spans.get(turn.index, [])))
         console.print(line)
         if assessment.not_assessed is not None:
             console.print(Text(f"    not assessed: {assessment.not_assessed}", style="dim"))

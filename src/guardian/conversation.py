@@ -6,6 +6,7 @@ so they are frozen pydantic models: immutable, typed, and JSON round-trippable.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Iterable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -75,22 +76,43 @@ class Conversation(_Frozen):
     def last(self) -> Turn | None:
         return self.turns[-1] if self.turns else None
 
+    def _end(self, index: int) -> int:
+        """How many turns have a conversation index <= `index`, in O(1) for the usual
+        contiguous indices and O(log n) otherwise (turns are in index order)."""
+        turns = self.turns
+        if not turns:
+            return 0
+        pos = index - turns[0].index
+        if pos < 0:
+            return 0
+        if pos < len(turns) and turns[pos].index == index:
+            return pos + 1
+        return bisect.bisect_right(turns, index, key=_index_of)
+
     def turn(self, index: int) -> Turn:
         """The turn whose conversation index is `index` (not the position in a window)."""
-        for turn in self.turns:
-            if turn.index == index:
-                return turn
+        end = self._end(index)
+        if end and self.turns[end - 1].index == index:
+            return self.turns[end - 1]
         raise KeyError(f"turn {index} is not in this conversation window")
 
-    def window(self, size: int | None) -> Conversation:
-        """The last `size` turns (all turns when size is None)."""
-        if size is None or size >= len(self.turns):
+    def window(self, size: int | None, *, ending_at: int | None = None) -> Conversation:
+        """The last `size` turns (all turns when size is None), or the `size` turns that end
+        with conversation index `ending_at`.
+
+        `window(size, ending_at=i)` costs O(size), where `upto(i).window(size)` copies every
+        turn before `i`: assessing each turn of a long transcript that way was quadratic.
+        """
+        end = len(self.turns) if ending_at is None else self._end(ending_at)
+        begin = 0 if size is None else max(0, end - size)
+        if begin == 0 and end == len(self.turns):
             return self
-        return self.model_copy(update={"turns": self.turns[-size:] if size > 0 else ()})
+        return self.model_copy(update={"turns": self.turns[begin:end]})
 
     def upto(self, index: int) -> Conversation:
-        """Turns up to and including conversation index `index`."""
-        return self.model_copy(update={"turns": tuple(t for t in self.turns if t.index <= index)})
+        """Turns up to and including conversation index `index` (for a window of them, use
+        `window(size, ending_at=index)`, which does not copy the earlier turns)."""
+        return self.window(None, ending_at=index)
 
     def append(
         self,
@@ -108,3 +130,7 @@ class Conversation(_Frozen):
     def as_text(self) -> str:
         """`Speaker: text` lines, the MentalManip layout the models were trained on."""
         return "\n".join(f"{t.speaker}: {t.text}" for t in self.turns)
+
+
+def _index_of(turn: Turn) -> int:
+    return turn.index

@@ -65,9 +65,15 @@ def turn_score(assessment: Assessment) -> float:
 
 @dataclass
 class ConversationState:
-    """Everything the monitor remembers about one conversation."""
+    """Everything the monitor remembers about one conversation.
 
-    conversation: Conversation
+    Turns are kept in a list (turn i at position i), so recording a turn and cutting its
+    window cost O(1) and O(window): appending to the immutable `Conversation` copied every
+    earlier turn, which made a long conversation quadratic.
+    """
+
+    id: str
+    turns: list[Turn] = field(default_factory=list)
     seen: set[FindingKey] = field(default_factory=set)
     risk: float = 0.0
     risk_history: list[float] = field(default_factory=list)
@@ -77,9 +83,24 @@ class ConversationState:
     async_order: asyncio.Lock | None = field(default=None, repr=False)
     queue: asyncio.Queue[int] | None = field(default=None, repr=False)
     worker: asyncio.Task[None] | None = field(default=None, repr=False)
+    _whole: Conversation | None = field(default=None, repr=False)
+
+    @property
+    def conversation(self) -> Conversation:
+        """The whole conversation so far (built again only after turns were added)."""
+        whole = self._whole
+        if whole is None or len(whole.turns) != len(self.turns):
+            whole = Conversation(id=self.id, turns=tuple(self.turns))
+            self._whole = whole
+        return whole
+
+    def window(self, index: int, size: int) -> Conversation:
+        """The `size` turns that end with turn `index`, in O(size)."""
+        end = index + 1
+        return Conversation(id=self.id, turns=tuple(self.turns[max(0, end - size) : end]))
 
     def unassessed(self) -> list[int]:
-        return [t.index for t in self.conversation.turns if t.index not in self.assessments]
+        return [t.index for t in self.turns if t.index not in self.assessments]
 
 
 class Monitor:
@@ -148,7 +169,7 @@ class Monitor:
         with self._states_lock:
             state = self._states.get(conversation_id)
             if state is None:
-                state = ConversationState(Conversation(id=conversation_id))
+                state = ConversationState(conversation_id)
                 self._states[conversation_id] = state
             return state
 
@@ -163,15 +184,13 @@ class Monitor:
         for event in events:
             if isinstance(event, TurnAdded):
                 state = self.state(event.conversation_id)
-                expected = len(state.conversation.turns)
+                expected = len(state.turns)
                 if event.turn.index != expected:
                     raise ValueError(
                         f"conversation {event.conversation_id!r}: turn {event.turn.index} follows "
                         f"{expected} turns in the log"
                     )
-                state.conversation = state.conversation.model_copy(
-                    update={"turns": (*state.conversation.turns, event.turn)}
-                )
+                state.turns.append(event.turn)
             elif isinstance(event, AssessmentReady):
                 state = self.state(event.conversation_id)
                 state.assessments[event.assessment.turn] = event.assessment
@@ -205,7 +224,7 @@ class Monitor:
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(self.max_concurrency)
         async with state.async_order, self._semaphore:
-            window = state.conversation.upto(index).window(self.window)
+            window = state.window(index, self.window)
             began = self._clock()
             reason = await asyncio.to_thread(not_assessed_reason, window)
             if reason is not None:
@@ -307,7 +326,7 @@ class Monitor:
         state = self.state(conversation_id)
         with state.sync_order:
             turn = self._record(state, speaker, text, start=start, end=end, source=source)
-            window = state.conversation.upto(turn.index).window(self.window)
+            window = state.window(turn.index, self.window)
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(
                     max_workers=max(4, 2 * len(self.detectors)), thread_name_prefix="guardian-detector"
@@ -352,11 +371,9 @@ class Monitor:
         source: str,
     ) -> Turn:
         with state.lock:
-            state.conversation = state.conversation.append(
-                speaker, text, start=start, end=end, source=source
-            )
-            turn = state.conversation.turns[-1]
-        self._emit(TurnAdded(conversation_id=state.conversation.id, turn=turn))
+            turn = Turn(index=len(state.turns), speaker=speaker, text=text, start=start, end=end, source=source)
+            state.turns.append(turn)
+        self._emit(TurnAdded(conversation_id=state.id, turn=turn))
         return turn
 
     def _finish(
@@ -368,7 +385,7 @@ class Monitor:
         latency_ms: float,
         not_assessed: str | None = None,
     ) -> Assessment:
-        conversation_id = state.conversation.id
+        conversation_id = state.id
         last = window.last
         index = last.index if last is not None else -1
         parts = [r for r in results if isinstance(r, Assessment)]

@@ -50,3 +50,13 @@ def test_cli_prints_one_json_object(capsys: pytest.CaptureFixture[str], monkeypa
     monkeypatch.setattr(bench, "run_bench", lambda names, runs: {"machine": machine(), "suites": {n: {} for n in names}})
     assert main(["bench", "--suite", "detect", "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["suites"] == {"detect": {}}
+
+
+def test_scale_figures_time_every_size() -> None:
+    from guardian.eval.bench import SCALE_TURNS, SUITES, scale_figures
+
+    figures = scale_figures((50, 200), runs=1)
+    assert figures["detector"] == "keyphrases"
+    assert set(figures["seconds"]) == set(figures["per_turn_ms"]) == {"50", "200"}
+    assert all(v >= 0 for v in figures["seconds"].values())
+    assert SCALE_TURNS == (1_000, 10_000, 100_000) and "scale" in SUITES

@@ -134,7 +134,7 @@ def _detector_suite(name: str, runs: int, *, window: int = 10) -> Figures:
         conv = fresh.conversation(40)
         out = []
         for i in range(len(conv)):
-            w = conv.upto(i).window(window)
+            w = conv.window(window, ending_at=i)
             began = time.perf_counter()
             detector.analyze(w)
             out.append((time.perf_counter() - began) * 1000)
@@ -206,6 +206,44 @@ def bench_monitor(runs: int) -> Figures:
     figures: Figures = {"detectors": names, "turns": 200, "per_turn": latency_runs(one_pass, runs=runs)}
     figures["turns_per_s"] = round(statistics.median(rates[1:]), 2)
     return figures
+
+
+#: Transcript lengths of the `scale` suite: the cost per turn must not grow with them.
+SCALE_TURNS = (1_000, 10_000, 100_000)
+
+
+def scale_figures(sizes: Sequence[int], *, runs: int, window: int = 10) -> Figures:
+    """Seconds to assess every turn of transcripts of `sizes` turns with the key-phrase
+    detector, as `guardian analyze -d keyphrases` does (windows of `window` turns).
+
+    Each size is the median of `runs` runs, except that the 100,000-turn transcript and
+    larger run once per five runs (at least once). `per_turn_ms` must stay flat across
+    sizes: a window that copied the turns before it once made 100,000 turns never finish.
+    """
+    from guardian.analyze import assess_turns
+    from guardian.detectors import registry
+
+    detector = registry.create("keyphrases")
+    detector.warm_up()
+    texts = [(t.speaker, t.text) for conv in _dialogues(200) for t in conv.turns]
+    seconds: dict[str, float] = {}
+    per_turn: dict[str, float] = {}
+    for size in sizes:
+        conv = Conversation.from_pairs((texts[i % len(texts)] for i in range(size)), id=f"scale-{size}")
+        times = []
+        for _ in range(runs if size < 100_000 else max(1, runs // 5)):
+            began = time.perf_counter()
+            assess_turns(conv, [detector], window=window)
+            times.append(time.perf_counter() - began)
+        seconds[str(size)] = round(statistics.median(times), 3)
+        per_turn[str(size)] = round(seconds[str(size)] * 1000 / size, 4)
+    return {"detector": "keyphrases", "window_turns": window, "seconds": seconds, "per_turn_ms": per_turn}
+
+
+@suite("scale")
+def bench_scale(runs: int) -> Figures:
+    """Seconds for 1k, 10k and 100k turns with the key-phrase detector (linear growth)."""
+    return scale_figures(SCALE_TURNS, runs=runs)
 
 
 @suite("middleware")
