@@ -215,7 +215,7 @@ def select(conversations: Sequence[LabelledConversation], selection: Selection) 
 def _windows(conversation: Conversation, window: int) -> Iterator[Conversation]:
     """Each turn's window as the monitor forms it: the turns up to it, the last `window` of them."""
     for turn in conversation.turns:
-        yield conversation.upto(turn.index).window(window)
+        yield conversation.window(window, ending_at=turn.index)
 
 
 def replay(
