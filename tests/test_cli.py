@@ -61,7 +61,7 @@ def test_analyze_jsonl_and_markdown(capsys: pytest.CaptureFixture[str]) -> None:
     lines = capsys.readouterr().out.splitlines()
     assert len(lines) == 7 and all(json.loads(ln)["turn"] == i for i, ln in enumerate(lines))
     assert main(["analyze", str(EXAMPLE), "-f", "markdown", "-d", "keyphrases"]) == 0
-    assert "**key_phrase**" in capsys.readouterr().out
+    assert "**key\\_phrase**" in capsys.readouterr().out  # detector labels are escaped like the transcript
 
 
 def test_stdin(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
@@ -126,3 +126,60 @@ def test_console_script_end_to_end(tmp_path: Path) -> None:
     proc = subprocess.run([str(exe), "analyze", str(bad)], capture_output=True, text=True, timeout=120, check=False)
     assert proc.returncode == 2
     assert proc.stderr.count("\n") <= 2 and "Traceback" not in proc.stderr
+
+
+HOSTILE_TURNS = (
+    '{"speaker": "\\u001b[2J\\u001b]0;PWNED\\u0007", "text": "You\'re overreacting, as usual. \\u202eyou said\\u202c"}\n'
+    '{"speaker": "Ben", "text": "ok\\r\\u001b[1A\\u009b2J"}\n'
+)
+
+
+def _obeyed(text: str) -> list[str]:
+    from guardian.terminal_text import is_terminal_safe
+
+    return [ch for ch in text if not is_terminal_safe(ch)]
+
+
+def test_transcript_control_characters_never_reach_the_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chat = tmp_path / "a.jsonl"
+    chat.write_text(HOSTILE_TURNS, encoding="utf-8")
+    for fmt in ("text", "markdown"):
+        assert main(["analyze", str(chat), "-d", "keyphrases", "-f", fmt]) == 0
+        out = capsys.readouterr().out
+        assert _obeyed(out) == [], fmt
+        assert "overreacting" in out and "PWNED" in out  # shown, as inert text
+    assert main(["analyze", str(chat), "-d", "keyphrases", "-f", "json"]) == 0
+    doc = json.loads(capsys.readouterr().out)  # JSON keeps the exact text
+    assert doc["conversation"]["turns"][0]["speaker"] == "\x1b[2J\x1b]0;PWNED\x07"
+    assert doc["conversation"]["turns"][1]["text"] == "ok\r\x1b[1A\x9b2J"
+
+
+def test_error_messages_show_control_characters_and_markup_inert(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    name = str(tmp_path / "x\x1b]0;PWNED\x07\u202e[/]txt.jsonl")
+    assert main(["analyze", name]) == 2
+    err = capsys.readouterr().err
+    assert "file not found" in err and "[/]" in err  # a markup tag in a name once crashed the handler
+    assert _obeyed(err.rstrip("\n")) == []
+    bad = tmp_path / "bad.txt"
+    bad.write_text("no speaker \x1b[2J here\n", encoding="utf-8")
+    assert main(["analyze", str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert "expected 'Name: text'" in err and _obeyed(err.rstrip("\n")) == []
+
+
+def test_analyze_markdown_escapes_html_links_and_line_breaks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from markdown_it import MarkdownIt
+
+    chat = tmp_path / "x.jsonl"
+    turn = {"speaker": "Eve", "text": "<script>alert(1)</script>\n# Heading\n- bullet [x](javascript:alert(1)) "
+            "<img src=x onerror=alert(2)> You're overreacting, as usual."}
+    chat.write_text(json.dumps(turn) + "\n", encoding="utf-8")
+    assert main(["analyze", str(chat), "-f", "markdown", "-d", "keyphrases"]) == 0
+    page = MarkdownIt("commonmark").render(capsys.readouterr().out)
+    assert "<script" not in page and "<img" not in page and "href=" not in page
+    assert page.count("<h1>") == 1 and "<li>bullet" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page

@@ -104,3 +104,27 @@ def test_report_command_errors_are_one_sentence(tmp_path: Path, capsys: pytest.C
     assert main(["report", str(tmp_path / "missing.jsonl"), "--format", "pdf"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and "not found" in err and "--format must be one of" in err
+
+
+MARKDOWN_ATTACK = (
+    "fine\n# Fake heading\n- fake bullet\n\n<img src=x onerror=alert(1)> "
+    "[click](javascript:alert(1)) <javascript:alert(2)> ![i](http://x/y.png) `code` stupid"
+)
+
+
+def test_markdown_report_cannot_be_restructured_by_a_turn() -> None:
+    """A newline in a turn once made a fake heading and bullet; HTML and links passed through."""
+    from markdown_it import MarkdownIt
+
+    monitor = Monitor([WordDetector()], window=10, timeout_s=5)
+    events: list[Event] = []
+    monitor.subscribe(events.append)
+    monitor.add_turn_sync("chat", "Ann\n## Eve", MARKDOWN_ATTACK)
+    monitor.close()
+    text = render(events, fmt=ReportFormat.MARKDOWN)
+    page = MarkdownIt("commonmark").render(text)
+    assert "<img" not in page and "<script" not in page and "href=" not in page
+    assert "<h1>Fake" not in page and "<h2>Eve" not in page and "<li>fake bullet" not in page
+    assert page.count("<h1>") == 1 and page.count("<h2>") == 1  # the report's own title and conversation
+    assert "# Fake heading" in page and "&lt;img src=x onerror=alert(1)&gt;" in page  # shown as text
+    assert "<strong>stupid</strong>" in page  # the quote is still highlighted

@@ -23,6 +23,7 @@ from guardian.detectors.base import Detector
 from guardian.errors import InputError
 from guardian.findings import Assessment, DetectorError
 from guardian.readers import configured_limits, megabytes, parse_transcript, read_transcript
+from guardian.terminal_text import terminal_safe
 
 
 class OutputFormat(StrEnum):
@@ -224,18 +225,25 @@ def _spans_by_turn(assessments: Sequence[Assessment]) -> dict[int, list[tuple[in
     return spans
 
 
+def _print(console: Console, text: Text) -> None:
+    """Print one line whose words come from the transcript: control characters and bidi
+    overrides are shown, never sent to the terminal (same length, so highlights stay put)."""
+    text.plain = terminal_safe(text.plain)
+    console.print(text)
+
+
 def render_text(console: Console, conversation: Conversation, assessments: Sequence[Assessment]) -> None:
     spans = _spans_by_turn(assessments)
     for turn, assessment in zip(conversation.turns, assessments, strict=True):
         line = Text(f"[{turn.index}] ", style="dim")
         line.append(f"{turn.speaker}: ", style="bold cyan")
         line.append_text(highlighted(turn.text, spans.get(turn.index, [])))
-        console.print(line)
+        _print(console, line)
         if assessment.not_assessed is not None:
-            console.print(Text(f"    not assessed: {assessment.not_assessed}", style="dim"))
+            _print(console, Text(f"    not assessed: {assessment.not_assessed}", style="dim"))
         if assessment.probability is not None:
             verdict = "MANIPULATIVE" if assessment.decision else "not manipulative"
-            console.print(Text(f"    p(manipulation)={assessment.probability:.2f}  {verdict}", style="magenta"))
+            _print(console, Text(f"    p(manipulation)={assessment.probability:.2f}  {verdict}", style="magenta"))
         for finding in assessment.findings:
             quote = " / ".join(f"“{e.quote}” (turn {e.turn})" for e in finding.evidence)
             msg = Text("    ⚑ ", style="red")
@@ -244,30 +252,34 @@ def render_text(console: Console, conversation: Conversation, assessments: Seque
             msg.append(quote)
             if finding.vulnerabilities:
                 msg.append(f" → targets {', '.join(v.value for v in finding.vulnerabilities)}", style="yellow")
-            console.print(msg)
+            _print(console, msg)
         for intent in assessment.intents:
-            console.print(Text(f"    intent: {intent.face_act.value} — {intent.intention}", style="blue"))
+            _print(console, Text(f"    intent: {intent.face_act.value} — {intent.intention}", style="blue"))
         for error in assessment.errors:
-            console.print(Text(f"    ! {error.detector} {error.kind}: {error.message}", style="bold yellow"))
+            _print(console, Text(f"    ! {error.detector} {error.kind}: {error.message}", style="bold yellow"))
     flagged = sum(len(a.findings) for a in assessments)
-    console.print(Text(f"{len(conversation)} turns, {flagged} findings", style="bold"))
+    _print(console, Text(f"{len(conversation)} turns, {flagged} findings", style="bold"))
 
 
 def render_markdown(conversation: Conversation, assessments: Sequence[Assessment]) -> str:
-    lines = [f"# guardian analysis: {conversation.id}", ""]
+    """The analysis as Markdown; every word from the transcript or a detector is escaped
+    (`markdown_text`), so a turn cannot add markup, HTML, links or lines of its own."""
+    from guardian.report import markdown_text as md
+
+    lines = [f"# guardian analysis: {md(conversation.id)}", ""]
     for turn, assessment in zip(conversation.turns, assessments, strict=True):
-        lines.append(f"**[{turn.index}] {turn.speaker}:** {turn.text}")
+        lines.append(f"**[{turn.index}] {md(turn.speaker)}:** {md(turn.text)}")
         lines.append("")
         if assessment.not_assessed is not None:
-            lines.append(f"- not assessed: {assessment.not_assessed}")
+            lines.append(f"- not assessed: {md(assessment.not_assessed)}")
         if assessment.probability is not None:
             lines.append(f"- p(manipulation) = {assessment.probability:.2f} ({'flagged' if assessment.decision else 'not flagged'})")
         for f in assessment.findings:
-            quotes = "; ".join(f"> “{e.quote}” (turn {e.turn}, chars {e.start}–{e.end})" for e in f.evidence)
-            lines.append(f"- **{f.label}** {f.score:.2f} ({f.detector}): {quotes}")
+            quotes = "; ".join(f"“{md(e.quote)}” (turn {e.turn}, chars {e.start}–{e.end})" for e in f.evidence)
+            lines.append(f"- **{md(f.label)}** {f.score:.2f} ({md(f.detector)}): {quotes}")
         for i in assessment.intents:
-            lines.append(f"- intent: `{i.face_act.value}` {i.intention}")
+            lines.append(f"- intent: `{i.face_act.value}` {md(i.intention)}")
         for e in assessment.errors:
-            lines.append(f"- ⚠ {e.detector} {e.kind}: {e.message}")
+            lines.append(f"- ⚠ {md(e.detector)} {e.kind}: {md(e.message)}")
         lines.append("")
     return "\n".join(lines)

@@ -13,9 +13,11 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from guardian import __version__
 from guardian.errors import GuardianError
+from guardian.terminal_text import terminal_safe
 
 app = typer.Typer(
     name="guardian",
@@ -50,9 +52,18 @@ def _root(
     _debug = debug
 
 
+def say_error(message: str, *, label: str = "error") -> None:
+    """One line on stderr. The message is text, not Rich markup, with control characters and bidi
+    overrides shown: it can quote a file name or a transcript line, which must neither restyle
+    the line (`[/]` once crashed the error handler) nor drive the terminal."""
+    line = Text(f"{label}:", style="bold red")
+    line.append(" " + terminal_safe(message, one_line=True))
+    err_console.print(line, highlight=False, soft_wrap=True)
+
+
 def fail(message: str, *, code: int = 2) -> typer.Exit:
     """Print one plain sentence to stderr and return the exit to raise."""
-    err_console.print(f"[bold red]error:[/] {message}", highlight=False, soft_wrap=True)
+    say_error(message)
     return typer.Exit(code)
 
 
@@ -473,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
     except GuardianError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        say_error(str(exc))
         return 2
     except KeyboardInterrupt:
         err_console.print("interrupted")
@@ -487,10 +498,7 @@ def main(argv: list[str] | None = None) -> int:
             return int(getattr(exc, "exit_code", 2))
         if _debug:
             raise
-        err_console.print(
-            f"[bold red]internal error:[/] {type(exc).__name__}: {exc} (run with --debug for details)",
-            highlight=False,
-        )
+        say_error(f"{type(exc).__name__}: {exc} (run with --debug for details)", label="internal error")
         return 1
     return result if isinstance(result, int) else 0
 

@@ -103,7 +103,9 @@ FIFO_NOTICE_AFTER_S = 1.0
 
 
 def _notify_stderr(message: str) -> None:
-    print(f"guardian: {message}", file=sys.stderr, flush=True)
+    from guardian.terminal_text import terminal_safe
+
+    print(f"guardian: {terminal_safe(message, one_line=True)}", file=sys.stderr, flush=True)
 
 
 def read_limited(

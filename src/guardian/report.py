@@ -19,6 +19,7 @@ from typing import Any
 from guardian.conversation import Evidence, Turn
 from guardian.events import AssessmentReady, ErrorRaised, Event, FindingRaised, TurnAdded
 from guardian.findings import Assessment, Finding
+from guardian.terminal_text import terminal_safe
 
 
 class ReportFormat(StrEnum):
@@ -129,11 +130,24 @@ def _intents(assessment: Assessment | None) -> tuple[Any, ...]:
 
 # --- Markdown --------------------------------------------------------------------------------
 
-_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]<>#|"})
+#: Characters with a meaning in inline Markdown (emphasis, code, links, images, raw HTML,
+#: entities, tables, strike-through): each is shown by a backslash escape.
+_MD_SPECIAL = str.maketrans(
+    {**{c: "\\" + c for c in "\\`*_{}[]()<>#|~&!"}, "\n": " ", "\r": " ", "\u2028": " ", "\u2029": " "}
+)
 
 
-def _md(text: str) -> str:
-    return text.translate(_MD_SPECIAL)
+def markdown_text(text: str) -> str:
+    """Transcript text as inert inline Markdown: no markup, HTML, links or line breaks of its own.
+
+    A line break in a turn once started a fake heading or bullet in the report, and `<script>`
+    or `[x](javascript:…)` passed through; line breaks become spaces, special characters are
+    escaped, and terminal control characters are shown (Markdown is often read in a terminal).
+    """
+    return terminal_safe(text.replace("\r\n", " ").translate(_MD_SPECIAL))
+
+
+_md = markdown_text
 
 
 def _spans(text: str, evidence: list[Evidence]) -> list[tuple[str, bool]]:

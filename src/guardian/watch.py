@@ -24,6 +24,7 @@ from guardian.events import ErrorRaised, Event, TurnAdded, to_dict
 from guardian.monitor import Monitor
 from guardian.readers import InputFormat, configured_limits, read_transcript
 from guardian.session_log import SessionHeader, SessionLog, default_log_path, read_log
+from guardian.terminal_text import terminal_safe
 from guardian.watch_sources import (
     Pacer,
     SourceItem,
@@ -352,5 +353,5 @@ def run_tui(app: App[Any], session: WatchSession) -> int:
             watch.stop()
         session.close()
     if session.log is not None:
-        print(f"session log: {session.log.path}", file=sys.stderr)
+        print(f"session log: {terminal_safe(str(session.log.path), one_line=True)}", file=sys.stderr)
     return 0

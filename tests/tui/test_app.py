@@ -167,3 +167,30 @@ async def test_a_resumed_session_shows_what_was_logged(make_app: AppFactory, tmp
         await pilot.pause()
         assert len(app.query(TurnView)) == 5  # nothing replayed twice
         assert len(app.query_one(FindingsPanel).findings) == 2
+
+
+async def test_transcript_control_characters_are_shown_not_sent_to_the_terminal(make_app: AppFactory) -> None:
+    """A turn holding `ESC ]0;PWNED BEL`, `ESC [2J` and a right-to-left override once retitled the
+    window and cleared the screen; the TUI shows them as inert symbols, quotes still highlighted."""
+    from guardian.terminal_text import is_terminal_safe
+    from guardian.tui.findings_panel import describe
+
+    hostile = "Jordan: hi\nMark: \x1b]0;PWNED\x07 you are \u202estupid\u202c \x1b[2J\x9b1m\r\n"
+    app = make_app(text=hostile)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.wait_until_done()
+        await pilot.pause()
+        views = list(app.query(TurnView))
+        assert views[1].turn.text.startswith("\x1b]0;PWNED")  # the transcript itself is kept exact
+        shown = views[1].render()
+        assert is_terminal_safe(shown.plain) and "PWNED" in shown.plain
+        highlighted = [shown.plain[s.start : s.end] for s in shown.spans if s.start >= len("Mark: ")]
+        assert "stupid" in highlighted
+        panel = app.query_one(FindingsPanel)
+        (finding, turn), = panel.findings
+        assert is_terminal_safe(describe(finding, turn).plain)
+        panel.focus()
+        await pilot.press("enter")
+        await _until(lambda: isinstance(app.screen, FindingScreen))
+        body = str(app.screen.query_one("#finding-text", Static).render())
+        assert "stupid" in body and is_terminal_safe(body)

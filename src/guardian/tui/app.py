@@ -23,6 +23,7 @@ from textual.widgets import Footer, Header
 
 from guardian.events import AssessmentReady, ErrorRaised, Event, FindingRaised, TurnAdded
 from guardian.report import ReportFormat, render
+from guardian.terminal_text import terminal_safe
 from guardian.tui.chat_input import ChatInput
 from guardian.tui.finding_screen import FindingScreen
 from guardian.tui.findings_panel import FindingsPanel
@@ -74,7 +75,7 @@ class GuardianApp(App[None]):
         self._typed_at: list[float] = []
         self._typed_turns: dict[int, float] = {}
         self._warned: set[tuple[str | None, str]] = set()
-        self.sub_title = session.source_label
+        self.sub_title = terminal_safe(session.source_label, one_line=True)
         self._unsubscribe = session.monitor.subscribe(self._forward)
 
     # --- layout ---------------------------------------------------------------------------------
@@ -180,7 +181,8 @@ class GuardianApp(App[None]):
             self.query_one(StatusBar).problem = f"{what}: {event.kind}"
             if (event.detector, event.kind) not in self._warned:
                 self._warned.add((event.detector, event.kind))
-                self.notify(f"{what}: {event.message}", title=event.kind, severity="warning", timeout=6)
+                self.notify(terminal_safe(f"{what}: {event.message}"), title=event.kind, severity="warning",
+                            timeout=6, markup=False)
 
     def _turn_on_screen(self, index: int, typed: float) -> None:
         self.latencies.append(LatencySample(index, (time.perf_counter() - typed) * 1000))

@@ -14,13 +14,15 @@ from textual.widgets import Static
 from guardian.conversation import Conversation
 from guardian.findings import Finding
 from guardian.report import definition, finding_title
+from guardian.terminal_text import terminal_safe
 from guardian.tui.findings_panel import confidence_bar
 from guardian.tui.similar import SimilarExamples, SimilarLookup, similar_examples
 
 
 def escape(text: str) -> str:
-    """Make transcript text inert in Textual markup (its own escape leaves `[Capitalised]` tags)."""
-    return text.replace("[", "\\[")
+    """Make transcript text inert in Textual markup (its own escape leaves `[Capitalised]` tags)
+    and on the terminal (control characters and bidi overrides shown, not obeyed)."""
+    return terminal_safe(text).replace("[", "\\[")
 
 
 def why_it_fired(finding: Finding, turn: int) -> str:

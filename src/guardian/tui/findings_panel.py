@@ -12,6 +12,7 @@ from textual.widgets.option_list import Option
 
 from guardian.findings import Finding
 from guardian.report import finding_title
+from guardian.terminal_text import terminal_safe
 from guardian.tui.messages import FindingChosen
 
 BAR_WIDTH = 8
@@ -25,14 +26,15 @@ def confidence_bar(score: float, *, width: int = BAR_WIDTH) -> str:
 def describe(finding: Finding, turn: int) -> Text:
     """Four short lines, so an entry fits the 80-column layout's narrow panel."""
     text = Text()
-    text.append(finding_title(finding), style="bold")
+    text.append(terminal_safe(finding_title(finding), one_line=True), style="bold")
     text.append(f"\n{confidence_bar(finding.score)} {finding.score:.2f} · turn {turn}\n")
     quote = finding.evidence[0].quote if finding.evidence else "(no quote)"
     if len(quote) > 120:
         quote = quote[:117] + "…"
-    text.append(f"“{quote}”\n", style="italic")
+    text.append(f"“{terminal_safe(quote)}”\n", style="italic")
     vulns = ", ".join(v.value for v in finding.vulnerabilities)
-    text.append(f"→ {vulns} · by {finding.detector}" if vulns else f"by {finding.detector}", style="dim")
+    detector = terminal_safe(finding.detector, one_line=True)
+    text.append(f"→ {vulns} · by {detector}" if vulns else f"by {detector}", style="dim")
     return text
 
 

@@ -6,8 +6,11 @@ quiet transcript is never mistaken for a clean one.
 
 from __future__ import annotations
 
+from rich.text import Text
 from textual.reactive import reactive
 from textual.widgets import Static
+
+from guardian.terminal_text import terminal_safe
 
 
 class StatusBar(Static):
@@ -18,7 +21,8 @@ class StatusBar(Static):
     problem: reactive[str] = reactive("")
     note: reactive[str] = reactive("")
 
-    def render(self) -> str:
+    def render(self) -> Text:
+        """Plain text, not markup: the source and problems hold file names and input text."""
         parts = [self.state]
         if self.latency_ms is not None:
             parts.append(f"{self.latency_ms:.0f} ms/turn")
@@ -28,4 +32,4 @@ class StatusBar(Static):
         if self.problem:
             parts.append(f"⚠ {self.problem}")
         parts.append(self.source)
-        return " · ".join(p for p in parts if p)
+        return Text(terminal_safe(" · ".join(p for p in parts if p), one_line=True))

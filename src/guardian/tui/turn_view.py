@@ -9,6 +9,7 @@ from textual.widget import Widget
 
 from guardian.conversation import Evidence, Turn
 from guardian.findings import Assessment
+from guardian.terminal_text import terminal_safe
 
 #: Speakers cycle through this many colours (styled in guardian.tcss, so themes restyle them).
 SPEAKER_COLOURS = 4
@@ -55,17 +56,20 @@ class TurnView(Widget):
     def render(self) -> Text:
         style = self.get_component_rich_style
         text = Text()
-        text.append(f"{self.turn.speaker}: ", style=style(f"turn--speaker-{self.speaker_slot}"))
-        body = Text(self.turn.text)
+        speaker = terminal_safe(self.turn.speaker, one_line=True)
+        text.append(f"{speaker}: ", style=style(f"turn--speaker-{self.speaker_slot}"))
+        body = Text(terminal_safe(self.turn.text))  # same length: the evidence spans still fit
         for e in self.evidence:
             body.stylize(style("turn--highlight"), e.start, e.end)
         text.append_text(body)
         if self.flagged:
             text.append(f"  ⚑ {self.risk or 0.0:.2f}", style=style("turn--risk"))
         if self.assessment is not None and self.assessment.not_assessed is not None:
-            text.append(f"  (not assessed: {self.assessment.not_assessed})", style=style("turn--intent"))
+            reason = terminal_safe(self.assessment.not_assessed, one_line=True)
+            text.append(f"  (not assessed: {reason})", style=style("turn--intent"))
         for intent in self.assessment.intents if self.assessment is not None else ():
             if intent.turn == self.turn.index:
-                text.append(f"\n  ↳ {intent.intention} ({intent.face_act.value} {intent.score:.2f})",
+                intention = terminal_safe(intent.intention, one_line=True)
+                text.append(f"\n  ↳ {intention} ({intent.face_act.value} {intent.score:.2f})",
                             style=style("turn--intent"))
         return text
