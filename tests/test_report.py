@@ -128,3 +128,24 @@ def test_markdown_report_cannot_be_restructured_by_a_turn() -> None:
     assert page.count("<h1>") == 1 and page.count("<h2>") == 1  # the report's own title and conversation
     assert "# Fake heading" in page and "&lt;img src=x onerror=alert(1)&gt;" in page  # shown as text
     assert "<strong>stupid</strong>" in page  # the quote is still highlighted
+
+
+def test_a_report_never_overwrites_its_own_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "s.jsonl"
+    with SessionLog(log).open(SessionHeader("chat.txt", ("word-test",), 0.0)) as writer:
+        for event in _events():
+            writer.write(event)
+    before = log.read_bytes()
+    assert main(["report", str(log), "-f", "html", "-o", str(log)]) == 2
+    assert "is the session log being reported on" in capsys.readouterr().err
+    assert log.read_bytes() == before
+    link = tmp_path / "link.html"
+    link.symlink_to(log)
+    assert main(["report", str(log), "-f", "html", "-o", str(link)]) == 2
+    assert log.read_bytes() == before
+    assert main(["report", str(log), "-o", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+    assert main(["report", str(log), "-o", str(tmp_path / "missing" / "r.md")]) == 2
+    assert "cannot write the report there" in capsys.readouterr().err
+    assert main(["report", str(log), "-o", str(tmp_path / "r.md")]) == 0
+    assert "stupid" in (tmp_path / "r.md").read_text(encoding="utf-8")

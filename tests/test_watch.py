@@ -293,3 +293,47 @@ def test_watch_honours_the_size_limits(
     monkeypatch.setenv("GUARDIAN_MAX_TURN_CHARS", "5")
     assert main(["watch", str(chat), "--headless", "--detectors", "word-test", "--no-log"]) == 2
     assert "longer than the 5 allowed" in capsys.readouterr().err
+
+
+def _watch_with_log(chat: Path, log: Path) -> int:
+    return main(["watch", str(chat), "--headless", "--instant", "--detectors", "word-test", "--log", str(log)])
+
+
+def test_a_log_is_never_written_over_another_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--log notes.txt` once emptied notes.txt (exit 0), `--log` on the input appended JSON to the
+    transcript, and a symlinked log's target was cut: each is refused with one sentence, exit 2."""
+    import os
+
+    chat = tmp_path / "chat.txt"
+    chat.write_text(CHAT, encoding="utf-8")
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes, no newline at the end", encoding="utf-8")
+    link = tmp_path / "link.jsonl"
+    os.symlink(notes, link)
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    for log, message in (
+        (notes, "is not a guardian session log"),
+        (chat, "is the transcript being watched"),
+        (link, "is a symbolic link"),
+        (folder, "is a directory"),
+    ):
+        assert _watch_with_log(chat, log) == 2, log
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err and err.count("\n") == 1
+    assert notes.read_text(encoding="utf-8") == "my notes, no newline at the end"
+    assert chat.read_text(encoding="utf-8") == CHAT
+    # A session log is appended to, as before; a new path is created.
+    log = tmp_path / "logs" / "s.jsonl"
+    assert _watch_with_log(chat, log) == 0 and _watch_with_log(chat, log) == 0
+    assert [h.source for h in read_log(log).headers] == [str(chat), str(chat)]
+
+
+def test_a_log_in_an_unwritable_place_is_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    chat = tmp_path / "chat.txt"
+    chat.write_text(CHAT, encoding="utf-8")
+    blocker = tmp_path / "file"
+    blocker.write_text("x", encoding="utf-8")
+    assert _watch_with_log(chat, blocker / "sub" / "s.jsonl") == 2  # a folder that cannot exist
+    err = capsys.readouterr().err
+    assert "cannot write the session log there" in err and "Traceback" not in err

@@ -387,7 +387,7 @@ def report(
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
 ) -> None:
     """Write a shareable report of a watched session (transcript, quotes, findings, risk)."""
-    from guardian.report import ReportFormat, render
+    from guardian.report import ReportFormat, render, write_report
     from guardian.session_log import read_log
 
     try:
@@ -399,8 +399,8 @@ def report(
     if output is None:
         sys.stdout.write(text)
     else:
-        output.write_text(text, encoding="utf-8")
-        err_console.print(f"report written to {output}", highlight=False)
+        write_report(text, output, log=log)
+        err_console.print(Text(f"report written to {terminal_safe(str(output), one_line=True)}"), highlight=False)
 
 # --- audio (issue 7): listen, devices -----------------------------------------------------------
 

@@ -14,9 +14,11 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from pathlib import Path
 from typing import Any
 
 from guardian.conversation import Evidence, Turn
+from guardian.errors import InputError
 from guardian.events import AssessmentReady, ErrorRaised, Event, FindingRaised, TurnAdded
 from guardian.findings import Assessment, Finding
 from guardian.terminal_text import terminal_safe
@@ -293,3 +295,24 @@ def _html(reports: list[ConversationReport], title: str) -> str:
         + "\n".join(body)
         + "\n</body></html>\n"
     )
+
+
+def write_report(text: str, output: Path, *, log: Path) -> None:
+    """Write a rendered report to `output`, refusing (InputError) to write over the session log
+    it was rendered from (`report L -o L` once replaced the log with HTML) and turning a place
+    that cannot be written (a directory, a missing folder, no permission) into one sentence."""
+    import os
+
+    source = str(output)
+    try:
+        same = os.path.samefile(output, log)
+    except OSError:
+        same = False
+    if same:
+        raise InputError("is the session log being reported on; write the report to another file", source=source)
+    if output.is_dir():
+        raise InputError("is a directory; give a file name for the report", source=source)
+    try:
+        output.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"cannot write the report there ({exc.strerror or type(exc).__name__})", source=source) from None

@@ -120,10 +120,22 @@ class SessionLog:
         self._file: IO[bytes] | None = None
 
     def open(self, header: SessionHeader | None = None) -> SessionLog:
-        """Open for appending (cutting a torn last line first) and write a session header."""
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        _cut_torn_tail(self.path)
-        self._file = self.path.open("ab")
+        """Open for appending (cutting a torn last line first) and write a session header.
+
+        Only a guardian session log (or a new or empty file) is ever written to: `--log notes.txt`
+        once emptied an unrelated file, and a symlink's target was cut. Anything else, and a place
+        that cannot be written, is an InputError naming the path.
+        """
+        source = str(self.path)
+        check_writable_log(self.path)
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            _cut_torn_tail(self.path)
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+        except OSError as exc:
+            reason = exc.strerror or type(exc).__name__
+            raise InputError(f"cannot write the session log there ({reason})", source=source) from None
+        self._file = os.fdopen(fd, "ab")
         if header is not None:
             self._write_obj(header.to_dict())
         return self
@@ -154,6 +166,36 @@ class SessionLog:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def is_session_log(path: Path) -> bool:
+    """True when the file's first line is a guardian `session` header."""
+    try:
+        with path.open("rb") as f:
+            first = f.readline(1 << 16)
+        obj = json.loads(first.decode("utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError):
+        return False
+    return isinstance(obj, dict) and obj.get("type") == "session" and "detectors" in obj
+
+
+def check_writable_log(path: Path) -> None:
+    """Refuse (InputError) a log path that would clobber something: a symlink, a directory or
+    device, or an existing non-empty file that is not a guardian session log."""
+    source = str(path)
+    if path.is_symlink():
+        raise InputError("is a symbolic link; give the session log's own path, not a link to it", source=source)
+    if not path.exists():
+        return
+    if path.is_dir():
+        raise InputError("is a directory; give a file name for the session log", source=source)
+    if not path.is_file():
+        raise InputError("is not a regular file; give a file name for the session log", source=source)
+    if path.stat().st_size and not is_session_log(path):
+        raise InputError(
+            "is not a guardian session log, and guardian does not write over other files; choose another --log path",
+            source=source,
+        )
 
 
 def _cut_torn_tail(path: Path) -> None:

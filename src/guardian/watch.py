@@ -152,6 +152,14 @@ def load_detectors(names: list[str] | None) -> tuple[list[Detector], list[ErrorR
     return detectors, problems
 
 
+def _same_file(a: Path, b: Path) -> bool:
+    """Whether two paths name one file (through links too); False when either does not exist."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
 def _skip(source: AsyncIterator[SourceItem], count: int) -> AsyncIterator[SourceItem]:
     async def gen() -> AsyncIterator[SourceItem]:
         seen = 0
@@ -231,6 +239,8 @@ def prepare(
     log: SessionLog | None = None
     if not options.no_log:
         log_path = options.resume or options.log or default_log_path(conversation_id)
+        if file not in (None, "-") and _same_file(log_path, Path(file)):
+            raise InputError("is the transcript being watched; give the session log another path", source=str(log_path))
         log = SessionLog(log_path).open(SessionHeader(label, monitor.detector_names, time.time()))
         monitor.subscribe(log.write)
         for problem in problems:
