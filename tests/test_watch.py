@@ -337,3 +337,89 @@ def test_a_log_in_an_unwritable_place_is_one_sentence(tmp_path: Path, capsys: py
     assert _watch_with_log(chat, blocker / "sub" / "s.jsonl") == 2  # a folder that cannot exist
     err = capsys.readouterr().err
     assert "cannot write the session log there" in err and "Traceback" not in err
+
+
+async def test_a_turn_split_by_a_pause_live_is_not_lost_on_resume(tmp_path: Path) -> None:
+    """On standard input a line without a speaker after the pause is its own turn; read back
+    from the file it joins the previous turn. Resuming by counting turns skipped msg-020."""
+    import os
+    import threading
+    import time
+
+    lines = ["Ann: msg-018 hello", "Ann: msg-019 first part", "continued after a pause", "Ben: msg-020 reply",
+             "Ann: msg-021 last"]
+    read_fd, write_fd = os.pipe()
+
+    def write() -> None:
+        with os.fdopen(write_fd, "wb") as pipe:
+            for n, line in enumerate(lines):
+                if n == 2:
+                    time.sleep(0.8)  # longer than the stream's 0.3 s pause
+                pipe.write(line.encode() + b"\n")
+                pipe.flush()
+
+    threading.Thread(target=write, daemon=True).start()
+    log = tmp_path / "session.jsonl"
+    with os.fdopen(read_fd, "rb", buffering=0) as stream:
+        options = WatchOptions(file="-", instant=True, detectors=("word-test",), log=log)
+        await run_headless(prepare(options, tui=False, stdin=stream), out=io.StringIO())
+    live = [e.turn.text for e in _session_turns(log)]
+    assert live == ["msg-018 hello", "msg-019 first part", "continued after a pause", "msg-020 reply", "msg-021 last"]
+    # The session is cut after the third turn, then resumed from the file the stream came from.
+    kept = log.read_text(encoding="utf-8").splitlines(keepends=True)
+    cut = [i for i, line in enumerate(kept) if '"type":"turn"' in line][3]
+    log.write_text("".join(kept[:cut]), encoding="utf-8")
+    chat = tmp_path / "stdin.txt"
+    chat.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    resumed = prepare(WatchOptions(file=str(chat), instant=True, detectors=("word-test",), resume=log), tui=False)
+    await run_headless(resumed, out=io.StringIO())
+    turns = [e.turn for e in _session_turns(log)]
+    assert [t.text for t in turns] == live
+    assert [t.index for t in turns] == list(range(5))
+
+
+def test_resuming_with_another_transcript_is_refused(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    chat = tmp_path / "chat.txt"
+    chat.write_text(CHAT, encoding="utf-8")
+    log = tmp_path / "s.jsonl"
+    assert _watch_with_log(chat, log) == 0
+    other = tmp_path / "other.txt"
+    other.write_text("Zed: something else entirely\nYan: and more\nZed: and more\nYan: and a new turn\n",
+                     encoding="utf-8")
+    before = log.read_bytes()
+    assert main(["watch", str(other), "--headless", "--instant", "--detectors", "word-test", "--resume", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert "does not continue the session log" in err and "Traceback" not in err
+    assert log.read_bytes() == before
+
+
+async def test_a_stream_that_does_not_continue_the_log_stops_with_an_input_error(tmp_path: Path) -> None:
+    chat = tmp_path / "chat.txt"
+    chat.write_text(CHAT, encoding="utf-8")
+    log = tmp_path / "s.jsonl"
+    await run_headless(prepare(WatchOptions(file=str(chat), instant=True, detectors=("word-test",), log=log),
+                               tui=False), out=io.StringIO())
+    out = io.StringIO()
+    stream = io.BytesIO(b"Ann: You are stupid.\nZed: not this conversation\nYan: nor this\n")
+    resumed = prepare(WatchOptions(file="-", instant=True, detectors=("word-test",), resume=log), tui=False,
+                      stdin=stream)
+    await run_headless(resumed, out=out)
+    printed = _lines(out.getvalue())
+    assert [e["type"] for e in printed if e["type"] in ("turn", "error")] == ["error"]
+    assert "does not continue the session log" in printed[-1]["message"]
+    assert [t.turn.speaker for t in _session_turns(log)] == ["Ann", "Ben", "Ann"]
+
+
+def test_continuation_matches_text_not_turn_counts() -> None:
+    from guardian.conversation import Conversation
+    from guardian.watch import Continuation
+
+    logged = Conversation.from_pairs([("Ann", "a b"), ("Ann", "c"), ("Ben", "d e")]).turns
+    c = Continuation(logged)
+    assert c.feed("Ann", "a b c") == ""  # one source turn covers two logged turns
+    assert c.feed("Ben", "d") == ""  # and a source turn can be part of a logged one
+    assert not c.caught_up
+    assert c.feed("Ben", "e f") == "f"  # past the log: only the new words are passed on
+    assert c.caught_up
+    c = Continuation(logged)
+    assert c.feed("Ann", "a x") is None and "turn 0" in c.mismatch()

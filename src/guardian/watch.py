@@ -13,11 +13,12 @@ import json
 import os
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from guardian.conversation import Conversation, Turn
 from guardian.detectors.base import Detector
 from guardian.errors import GuardianError, InputError
 from guardian.events import ErrorRaised, Event, TurnAdded, to_dict
@@ -26,6 +27,7 @@ from guardian.readers import InputFormat, configured_limits, read_transcript
 from guardian.session_log import SessionHeader, SessionLog, default_log_path, read_log
 from guardian.terminal_text import terminal_safe
 from guardian.watch_sources import (
+    InputProblem,
     Pacer,
     SourceItem,
     TurnInput,
@@ -160,16 +162,82 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
-def _skip(source: AsyncIterator[SourceItem], count: int) -> AsyncIterator[SourceItem]:
+class Continuation:
+    """Lines up what a source says again on `--resume` with the turns already in the log.
+
+    A live source decides where a turn ends by pauses (a line without a speaker after a
+    pause becomes its own turn), a file read back cannot see those pauses and joins the
+    lines into one turn: counting turns skipped one turn too many. So the source's text is
+    matched against the logged turns instead: a source turn may cover several logged turns
+    of its speaker, or part of one; what goes past the log is new and is passed on; a turn
+    that says something else means the input does not continue this log.
+    """
+
+    def __init__(self, logged: Sequence[Turn]) -> None:
+        self.logged = list(logged)
+        self.next = 0
+        self.rest: str | None = None  # the part of logged[next] the source has not said yet
+
+    @property
+    def caught_up(self) -> bool:
+        return self.next >= len(self.logged)
+
+    def feed(self, speaker: str, text: str) -> str | None:
+        """The new part of a source turn ('' when all of it is in the log); None on a mismatch."""
+        said = text.strip()
+        while said and not self.caught_up:
+            turn = self.logged[self.next]
+            logged = self.rest if self.rest is not None else turn.text.strip()
+            if turn.speaker != speaker:
+                break
+            if said == logged:
+                said, self.next, self.rest = "", self.next + 1, None
+            elif said.startswith(logged) and said[len(logged)].isspace():
+                said, self.next, self.rest = said[len(logged) :].lstrip(), self.next + 1, None
+            elif logged.startswith(said) and logged[len(said)].isspace():
+                said, self.rest = "", logged[len(said) :].lstrip()
+            else:
+                break
+        if said and not self.caught_up:
+            return None
+        return said
+
+    def mismatch(self) -> str:
+        turn = self.logged[self.next]
+        return (
+            f"the input does not continue the session log: its turn {turn.index} "
+            f"({turn.speaker}: {turn.text[:40]!r}) is not what the input says here"
+        )
+
+
+def _continue_after(source: AsyncIterator[SourceItem], logged: Sequence[Turn]) -> AsyncIterator[SourceItem]:
+    """The source's items past what the resumed log already holds (see `Continuation`)."""
+
     async def gen() -> AsyncIterator[SourceItem]:
-        seen = 0
+        continuation = Continuation(logged)
         async for item in source:
-            if isinstance(item, TurnInput) and seen < count:
-                seen += 1
+            if not isinstance(item, TurnInput) or continuation.caught_up:
+                yield item
                 continue
-            yield item
+            new = continuation.feed(item.speaker, item.text)
+            if new is None:
+                yield InputProblem(item.line, continuation.mismatch())
+                return  # never mix another conversation into this log
+            if new:
+                yield replace(item, text=new)
 
     return gen()
+
+
+def _check_continues(conversation: Conversation, logged: Sequence[Turn], *, log: Path | None) -> None:
+    """A transcript given with `--resume` must say what the log says first (else: one sentence)."""
+    continuation = Continuation(logged)
+    for turn in conversation.turns:
+        if continuation.caught_up:
+            return
+        if continuation.feed(turn.speaker, turn.text) is None:
+            raise InputError(continuation.mismatch() + "; give the transcript this log was made from",
+                             source=str(log) if log is not None else None)
 
 
 def prepare(
@@ -193,6 +261,7 @@ def prepare(
     if file is None and not tui:
         file = "-"  # headless with no file: read the turns from standard input
     make_source: SourceFactory | None
+    transcript: Conversation | None = None
     if file is None:
         make_source, label, default_id, mode = None, "typed chat", "chat", "chat"
     elif file == "-":
@@ -213,7 +282,7 @@ def prepare(
         label, default_id, mode = f"{file} (following)", followed.stem, "follow"
     else:
         max_bytes, max_turn_chars = configured_limits()
-        conversation = read_transcript(
+        conversation = transcript = read_transcript(
             file, input_format=InputFormat(options.input_format), max_bytes=max_bytes, max_turn_chars=max_turn_chars
         )
 
@@ -229,12 +298,14 @@ def prepare(
     detectors, problems = load_detectors(list(options.detectors) if options.detectors else None)
     monitor = monitor_factory(detectors) if monitor_factory is not None else Monitor(detectors)
     monitor.restore(restored)
-    already = len(monitor.conversation(conversation_id).turns)
-    if make_source is not None and already:
+    logged = monitor.conversation(conversation_id).turns
+    if transcript is not None and logged:
+        _check_continues(transcript, logged, log=options.resume)
+    if make_source is not None and logged:
         inner = make_source
 
         def make_source(pacer: Pacer) -> AsyncIterator[SourceItem]:
-            return _skip(inner(pacer), already)
+            return _continue_after(inner(pacer), logged)
 
     log: SessionLog | None = None
     if not options.no_log:
