@@ -9,7 +9,7 @@ import pytest
 
 from guardian.cli import main
 from guardian.eval.local_eval import label_decisions, training_files
-from guardian.eval.metrics import REPORT_KEYS
+from guardian.eval.metrics import LIVE_KEYS, REPORT_KEYS
 from tests.detectors.local_data import write_subset
 
 pytestmark = pytest.mark.slow
@@ -27,13 +27,18 @@ def test_train_then_eval_on_unseen_dialogues(tmp_path: Path, capsys: pytest.Capt
     assert main(["eval", "mentalmanip", str(test_csv), "--format", "json", "--artifact", str(out)]) == 0
     stdout = capsys.readouterr().out.strip()
     report = json.loads(stdout)  # exactly one JSON object on stdout
-    assert tuple(report) == REPORT_KEYS
+    assert tuple(report) == REPORT_KEYS + LIVE_KEYS
     assert report["n"] == 30
+    # the 10 non-manipulative dialogues, replayed turn by turn
+    assert sum(cell["n"] for cell in report["fpr_by_turns"].values()) == 10
+    assert 0.0 <= report["ever_flagged_fpr"] <= 1.0
     assert 0.0 <= report["accuracy"] <= 1.0
     assert report["latency_ms_p50"] > 0
 
     assert main(["eval", "mentalmanip", str(test_csv), "--format", "text", "--artifact", str(out)]) == 0
-    assert "Techniques (Table 6)" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "Techniques (Table 6)" in text
+    assert "flagged at any turn" in text
 
 
 def test_bad_inputs_give_one_sentence(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
