@@ -183,3 +183,39 @@ def test_analyze_markdown_escapes_html_links_and_line_breaks(tmp_path: Path, cap
     assert "<script" not in page and "<img" not in page and "href=" not in page
     assert page.count("<h1>") == 1 and "<li>bullet" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+
+
+@pytest.mark.e2e
+def test_a_full_disk_and_a_reader_that_leaves(tmp_path: Path) -> None:
+    """`> /dev/full` printed 16 tracebacks and exited 0; `| head -1` exited 1: now one sentence
+    and exit 2, and a quiet exit 0."""
+    exe = str(Path(sys.executable).parent / "guardian")
+    runs = (
+        [exe, "analyze", str(EXAMPLE), "-d", "keyphrases"],
+        [exe, "analyze", str(EXAMPLE), "-d", "keyphrases", "-f", "jsonl"],
+        [exe, "watch", str(EXAMPLE), "--headless", "--instant", "-d", "keyphrases", "--no-log"],
+    )
+    for args in runs:
+        with open("/dev/full", "w") as full:
+            proc = subprocess.run(args, stdout=full, stderr=subprocess.PIPE, text=True, timeout=120, check=False)
+        assert proc.returncode == 2, (args, proc.stderr)
+        assert "No space left on device" in proc.stderr and "Traceback" not in proc.stderr
+        assert proc.stderr.count("\n") == 1
+    long_chat = tmp_path / "long.txt"
+    long_chat.write_text("".join(f"{'AB'[i % 2]}: line {i} of a long chat\n" for i in range(3000)), encoding="utf-8")
+    for args in ([exe, "analyze", str(long_chat), "-d", "keyphrases"],
+                 [exe, "analyze", str(long_chat), "-d", "keyphrases", "-f", "jsonl"],
+                 [exe, "watch", str(long_chat), "--headless", "--instant", "-d", "keyphrases", "--no-log"]):
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        assert proc.stdout is not None and proc.stdout.readline()
+        proc.stdout.close()  # the reader leaves, like `| head -1`
+        _, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0 and err == b"", (args, err)
+
+
+def test_json_nested_too_deeply_is_an_input_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    deep = tmp_path / "deep.jsonl"
+    deep.write_text("[" * 100_000 + "\n", encoding="utf-8")
+    assert main(["analyze", str(deep)]) == 2
+    err = capsys.readouterr().err
+    assert "line 1: JSON nested too deeply" in err and "internal error" not in err

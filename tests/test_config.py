@@ -50,3 +50,23 @@ def test_api_key_is_secret(monkeypatch: pytest.MonkeyPatch) -> None:
     s = load_settings()
     assert "sk-canary-123" not in repr(s) and "sk-canary-123" not in s.model_dump_json()
     assert s.llm.api_key is not None and s.llm.api_key.get_secret_value() == "sk-canary-123"
+
+
+@pytest.mark.parametrize(
+    ("env", "value", "message"),
+    [
+        ("GUARDIAN_MAX_TRANSCRIPT_MB", "-1", "'max_transcript_mb': Input should be greater than 0"),
+        ("GUARDIAN_MAX_TRANSCRIPT_MB", "0", "'max_transcript_mb': Input should be greater than 0"),
+        ("GUARDIAN_MAX_TURN_CHARS", "-5", "'max_turn_chars': Input should be greater than 0"),
+        ("GUARDIAN_MONITOR__DETECTOR_TIMEOUT_S", "-1", "'monitor.detector_timeout_s': Input should be greater than 0"),
+        ("GUARDIAN_LLM__BAND", "[0.3", 'error parsing value for field "llm"'),
+        ("GUARDIAN_CONFIG_FILE", "/no/such/guardian.toml", "GUARDIAN_CONFIG_FILE='/no/such/guardian.toml' is not a file"),
+    ],
+)
+def test_bad_values_are_config_errors_not_silence(
+    monkeypatch: pytest.MonkeyPatch, env: str, value: str, message: str
+) -> None:
+    monkeypatch.setenv(env, value)
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert message in str(caught.value)

@@ -423,3 +423,24 @@ def test_continuation_matches_text_not_turn_counts() -> None:
     assert c.caught_up
     c = Continuation(logged)
     assert c.feed("Ann", "a x") is None and "turn 0" in c.mismatch()
+
+
+def test_a_log_with_a_turn_gap_and_deep_json_are_input_errors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    chat = tmp_path / "chat.txt"
+    chat.write_text(CHAT, encoding="utf-8")
+    log = tmp_path / "s.jsonl"
+    assert _watch_with_log(chat, log) == 0
+    capsys.readouterr()
+    lines = log.read_text(encoding="utf-8").splitlines(keepends=True)
+    first_turn = next(i for i, line in enumerate(lines) if '"type":"turn"' in line)
+    log.write_text("".join(lines[:first_turn] + lines[first_turn + 1 :]), encoding="utf-8")  # turn 0 gone
+    assert main(["watch", str(chat), "--headless", "--detectors", "word-test", "--resume", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert "cannot resume" in err and "turn 1 follows 0 turns" in err and "internal error" not in err
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"{\"text\": " + b"[" * 100_000 + b"\nAnn: hi\n")))
+    assert main(["watch", "-", "--detectors", "word-test", "--no-log"]) == 0
+    events = _lines(capsys.readouterr().out)
+    assert events[0]["type"] == "error" and "nested too deeply" in events[0]["message"]
+    assert [e["turn"]["text"] for e in events if e["type"] == "turn"] == ["hi"]

@@ -173,7 +173,7 @@ def run_analyze(
         assessments = assess_turns(
             conversation, active, window=window or settings().monitor.window, progress=progress
         )
-    console = Console(soft_wrap=True, highlight=False)
+    console = _ReaderConsole(soft_wrap=True, highlight=False)
     if output_format is OutputFormat.JSON:
         report = AnalyzeReport(
             guardian_version=__version__,
@@ -189,6 +189,15 @@ def run_analyze(
         sys.stdout.write(render_markdown(conversation, assessments))
     else:
         render_text(console, conversation, assessments)
+
+
+class _ReaderConsole(Console):
+    """A console whose reader may leave (`| head -1`): that ends the output quietly with exit 0
+    (the CLI's BrokenPipeError handling), where Rich's default exits 1."""
+
+    def on_broken_pipe(self) -> None:
+        self.quiet = True
+        raise BrokenPipeError
 
 
 @contextmanager

@@ -7,6 +7,9 @@ else is an internal error (exit 1), with the traceback only under --debug.
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import os
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -477,10 +480,46 @@ def bench(
     typer.echo(json.dumps(result, indent=None if output_format == "json" else 2))
 
 
+#: Write errors that mean "the output has nowhere to go" (a full disk, a dead device): the user's to fix.
+_NO_ROOM = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
+
+
+def _silence_stdout() -> None:
+    """Point stdout at /dev/null, so the interpreter's last flush of what could not be written
+    does not print a traceback after the one sentence already said."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Console-script entry point: maps errors to exit codes (0 ok, 2 input/usage, 1 internal)."""
+    """Console-script entry point: maps errors to exit codes (0 ok, 2 input/usage, 1 internal).
+
+    A reader that goes away (`guardian analyze … | head -1`) is not an error (exit 0, silent);
+    an output that cannot be written (`> /dev/full`) is one sentence and exit 2, not tracebacks
+    and exit 0.
+    """
     try:
         result = app(args=argv, standalone_mode=False)
+        sys.stdout.flush()
+    except BrokenPipeError:
+        _silence_stdout()
+        return 0
+    except SystemExit as exc:
+        if type(sys.stdout).__name__ == "PacifyFlushWrapper":  # click's exit(1) on EPIPE: the reader left
+            _silence_stdout()
+            return 0
+        raise exc
+    except OSError as exc:
+        if exc.errno not in _NO_ROOM:
+            return _internal_error(exc)
+        _silence_stdout()
+        say_error(f"cannot write the output ({exc.strerror})")
+        return 2
+    except RecursionError:
+        say_error("the input is nested too deeply to read")
+        return 2
     except typer.Exit as exc:
         return int(exc.exit_code or 0)
     except GuardianError as exc:
@@ -496,11 +535,15 @@ def main(argv: list[str] | None = None) -> int:
         if isinstance(exc, typer.TyperException) and callable(show):
             show()
             return int(getattr(exc, "exit_code", 2))
-        if _debug:
-            raise
-        say_error(f"{type(exc).__name__}: {exc} (run with --debug for details)", label="internal error")
-        return 1
+        return _internal_error(exc)
     return result if isinstance(result, int) else 0
+
+
+def _internal_error(exc: Exception) -> int:
+    if _debug:
+        raise exc
+    say_error(f"{type(exc).__name__}: {exc} (run with --debug for details)", label="internal error")
+    return 1
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ must not silently fall back to a default.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from functools import cache
 from pathlib import Path
@@ -16,6 +17,7 @@ from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
     SettingsConfigDict,
+    SettingsError,
     TomlConfigSettingsSource,
 )
 
@@ -103,7 +105,7 @@ class AudioSettings(_Section):
 
 class MonitorSettings(_Section):
     window: int = Field(default=10, ge=1)
-    detector_timeout_s: float = 5.0
+    detector_timeout_s: float = Field(default=5.0, gt=0.0, description="seconds each detector has per turn")
     queue_size: int = Field(default=256, ge=1)
 
 
@@ -118,8 +120,8 @@ class Settings(BaseSettings):
     detectors: list[str] | None = Field(
         default=None, description="detector names; unset = every installed local detector"
     )
-    max_transcript_mb: float = 20.0
-    max_turn_chars: int = 100_000
+    max_transcript_mb: float = Field(default=20.0, gt=0.0, description="transcripts are read up to this (MB of 2^20 bytes)")
+    max_turn_chars: int = Field(default=100_000, gt=0, description="a longer turn is refused")
     log_level: Literal["debug", "info", "warning", "error"] = "warning"
     llm: LLMSettings = LLMSettings()
     store: StoreSettings = StoreSettings()
@@ -153,8 +155,14 @@ def _describe(exc: ValidationError) -> str:
 
 
 def load_settings(**overrides: Any) -> Settings:
-    """Build settings, turning validation and TOML errors into one-line ConfigErrors."""
+    """Build settings, turning validation and TOML errors into one-line ConfigErrors.
+
+    A `GUARDIAN_CONFIG_FILE` that names no file is an error too: silently running on the
+    defaults would hide the typo."""
     path = locations.config_file()
+    named = os.environ.get("GUARDIAN_CONFIG_FILE")
+    if named and not path.is_file():
+        raise ConfigError(f"GUARDIAN_CONFIG_FILE={named!r} is not a file; fix the path or unset it")
     if path.is_file():
         try:
             tomllib.loads(path.read_text(encoding="utf-8"))
@@ -164,6 +172,8 @@ def load_settings(**overrides: Any) -> Settings:
         return Settings(**overrides)
     except ValidationError as exc:
         raise ConfigError(_describe(exc)) from None
+    except SettingsError as exc:  # an environment value that is not valid JSON, e.g. GUARDIAN_LLM__BAND='[0.3'
+        raise ConfigError(f"configuration: {exc} (complex values are JSON, e.g. '[0.3, 0.8]')") from None
 
 
 @cache

@@ -22,6 +22,8 @@ from guardian.conversation import Conversation, Turn
 from guardian.errors import InputError
 
 MIB = 1024 * 1024
+#: JSON nested past Python's recursion limit (100,000 brackets) is refused, not a crash.
+TOO_DEEP = 'JSON nested too deeply; expected one flat object per line like {"speaker": "Ann", "text": "Hi"}'
 DEFAULT_MAX_BYTES = 20 * MIB
 DEFAULT_MAX_TURN_CHARS = 100_000
 
@@ -311,6 +313,8 @@ def _parse_jsonl(text: str, source: str) -> Iterator[RawTurn]:
                 source=source,
                 line=number,
             ) from None
+        except RecursionError:
+            raise InputError(TOO_DEEP, source=source, line=number) from None
         if not isinstance(obj, dict):
             raise InputError("expected a JSON object with 'speaker' and 'text'", source=source, line=number)
         speaker, body = obj.get("speaker"), obj.get("text")

@@ -92,6 +92,8 @@ def read_log(path: str | Path) -> SessionRecord:
             obj = json.loads(raw.decode("utf-8"))
         except (UnicodeDecodeError, json.JSONDecodeError) as exc:
             raise InputError(f"not a JSON object ({exc})", source=source, line=number) from None
+        except RecursionError:
+            raise InputError("JSON nested too deeply; not a session log line", source=source, line=number) from None
         if not isinstance(obj, dict):
             raise InputError("expected a JSON object per line", source=source, line=number)
         if obj.get("type") == "session":

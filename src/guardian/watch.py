@@ -297,7 +297,11 @@ def prepare(
         print("guardian: starting detectors…", file=sys.stderr, flush=True)
     detectors, problems = load_detectors(list(options.detectors) if options.detectors else None)
     monitor = monitor_factory(detectors) if monitor_factory is not None else Monitor(detectors)
-    monitor.restore(restored)
+    try:
+        monitor.restore(restored)
+    except ValueError as exc:  # a gap or a repeat in the logged turns: the log was edited or mixed
+        monitor.close()
+        raise InputError(f"cannot resume: {exc}", source=str(options.resume)) from None
     logged = monitor.conversation(conversation_id).turns
     if transcript is not None and logged:
         _check_continues(transcript, logged, log=options.resume)
@@ -345,6 +349,7 @@ async def run_headless(session: WatchSession, *, out: IO[str] | None = None) -> 
     """
     stream = out if out is not None else sys.stdout
     closed = asyncio.Event()
+    failed: list[OSError] = []
 
     def emit(event: Event) -> None:
         if closed.is_set():
@@ -352,8 +357,10 @@ async def run_headless(session: WatchSession, *, out: IO[str] | None = None) -> 
         try:
             stream.write(json.dumps(to_dict(event), ensure_ascii=False) + "\n")
             stream.flush()
-        except BrokenPipeError:
+        except OSError as exc:  # the reader went away (a pipe), or the output is full (/dev/full)
             closed.set()
+            if not isinstance(exc, BrokenPipeError):
+                failed.append(exc)
             with contextlib.suppress(OSError, ValueError):
                 devnull = os.open(os.devnull, os.O_WRONLY)
                 os.dup2(devnull, stream.fileno())
@@ -379,6 +386,10 @@ async def run_headless(session: WatchSession, *, out: IO[str] | None = None) -> 
         await session.monitor.aclose()
     finally:
         session.close()
+    if failed:
+        reason = failed[0].strerror or type(failed[0]).__name__
+        kept = "; the session log keeps them" if session.log is not None else ""
+        raise GuardianError(f"cannot write the events to the output ({reason}){kept}")
     return 0
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import IO
 
 from guardian.conversation import Conversation
-from guardian.readers import parse_line
+from guardian.readers import TOO_DEEP, parse_line
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +121,8 @@ class LineAssembler:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
             return InputProblem(self.line, f"not valid JSON ({exc.msg})")
+        except RecursionError:
+            return InputProblem(self.line, TOO_DEEP)
         speaker = obj.get("speaker") if isinstance(obj, dict) else None
         text = obj.get("text") if isinstance(obj, dict) else None
         if not isinstance(speaker, str) or not speaker.strip() or not isinstance(text, str):
