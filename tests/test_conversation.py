@@ -137,3 +137,13 @@ def test_windows_of_windows_keep_indices() -> None:
             conversation.turn(missing)
 
     check()
+
+
+def test_conversations_without_an_id_get_their_own() -> None:
+    """Detectors keep state per conversation id; unnamed conversations all shared "conversation"."""
+    a = Conversation.from_pairs([("Ann", "hi")])
+    b = Conversation.from_pairs([("Ann", "hi")])
+    assert a.id != b.id and Conversation().id != Conversation().id
+    assert a.id.startswith("conversation-")
+    assert a.append("Ben", "yo").window(1).id == a.id  # windows and appends keep it
+    assert Conversation.from_pairs([("Ann", "hi")], id="chat-1").id == "chat-1"

@@ -7,6 +7,7 @@ so they are frozen pydantic models: immutable, typed, and JSON round-trippable.
 from __future__ import annotations
 
 import bisect
+import uuid
 from collections.abc import Iterable, Iterator
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -45,18 +46,19 @@ class Evidence(_Frozen):
 class Conversation(_Frozen):
     """An ordered list of turns; windows keep the original turn indices."""
 
-    id: str = "conversation"
+    id: str = Field(default_factory=lambda: new_conversation_id())
     turns: tuple[Turn, ...] = ()
 
     @classmethod
     def from_pairs(
-        cls, pairs: Iterable[tuple[str, str]], *, id: str = "conversation", source: str = "text"
+        cls, pairs: Iterable[tuple[str, str]], *, id: str | None = None, source: str = "text"
     ) -> Conversation:
+        """A conversation of (speaker, text) pairs; without an `id`, one of its own (`new_conversation_id`)."""
         turns = tuple(
             Turn(index=i, speaker=speaker, text=text, source=source)
             for i, (speaker, text) in enumerate(pairs)
         )
-        return cls(id=id, turns=turns)
+        return cls(id=id if id is not None else new_conversation_id(), turns=turns)
 
     def __len__(self) -> int:
         return len(self.turns)
@@ -130,6 +132,16 @@ class Conversation(_Frozen):
     def as_text(self) -> str:
         """`Speaker: text` lines, the MentalManip layout the models were trained on."""
         return "\n".join(f"{t.speaker}: {t.text}" for t in self.turns)
+
+
+def new_conversation_id() -> str:
+    """A fresh id for a conversation whose caller named none.
+
+    Detectors keep per-conversation state by id (who opened it, the intent model's
+    escalation budget, cached turns); every unnamed conversation once shared the id
+    "conversation", so two of them changed each other's results.
+    """
+    return f"conversation-{uuid.uuid4().hex[:12]}"
 
 
 def _index_of(turn: Turn) -> int:

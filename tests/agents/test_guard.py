@@ -106,3 +106,15 @@ def test_stream_yields_only_the_screened_reply(lines: Lines, scripted: ScriptedD
     chain = guard(PROMPT | fake(lines.belittling.text) | StrOutputParser(), detectors=[scripted], policy="block")
     chunks = list(chain.stream({"question": lines.benign.text}))
     assert chunks == [DEFAULT_SAFE_REPLY]  # no token of the manipulative reply leaks out
+
+
+def test_calls_without_a_thread_id_are_separate_conversations(lines: Lines, scripted: ScriptedDetector) -> None:
+    """Without a thread_id every screened window was conversation "conversation", so detectors'
+    per-conversation state (the intent model's opener, budget, cache) leaked between callers."""
+    chain = guard(PROMPT | fake(lines.benign.text, lines.benign.text) | StrOutputParser(), detectors=[scripted])
+    chain.invoke({"question": lines.benign.text})
+    chain.invoke({"question": lines.denial.text})
+    ids = [w.id for w in scripted.windows]
+    assert len(ids) == 4 and "conversation" not in ids
+    assert ids[0] == ids[1] and ids[2] == ids[3]  # one call's input and reply: one conversation
+    assert ids[0] != ids[2]

@@ -256,3 +256,18 @@ def test_a_live_conversation_spends_one_budget_counting_each_turn_once() -> None
         assert detector._budget("another").turns == 0  # each conversation has its own
     finally:
         model.escalate_below = model_below
+
+
+def test_two_unnamed_conversations_do_not_share_intent_state() -> None:
+    """Who opened a conversation is remembered by its id: with the shared default id, a second
+    conversation's sliding window took the first one's opener (roles flipped at turns 11-12)."""
+    from guardian.conversation import Conversation
+    from guardian.detectors.intent import IntentDetector
+
+    detector = IntentDetector(tuned=False)
+    first = Conversation.from_pairs([("Ann", f"a{i}") if i % 2 == 0 else ("Ben", f"b{i}") for i in range(14)])
+    second = Conversation.from_pairs([("Cat", f"c{i}") if i % 2 == 0 else ("Dan", f"d{i}") for i in range(14)])
+    assert detector._opener(first.window(4, ending_at=0)) == "Ann"
+    assert detector._opener(second.window(4, ending_at=0)) == "Cat"
+    assert detector._opener(first.window(4, ending_at=12)) == "Ann"
+    assert detector._opener(second.window(4, ending_at=12)) == "Cat"

@@ -12,6 +12,7 @@ Assessment instead of an exception in the user's chatbot.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import threading
 import time
 from collections import OrderedDict
@@ -50,6 +51,16 @@ def default_detector_names() -> list[str]:
 
     installed = set(registry.names())
     return ["local"] if "local" in installed else ["keyphrases"]
+
+
+def anonymous_id(turns: Sequence[MessageTurn]) -> str:
+    """The conversation id of a thread the caller gave no `thread_id`: derived from its first
+    message, so its input and output screening share one id while other unnamed threads get
+    their own (all of them were once "conversation", and detectors' per-conversation state
+    leaked between them)."""
+    first = turns[0] if turns else None
+    seed = f"{first.key}\x00{first.speaker}\x00{first.text}" if first is not None else ""
+    return "conversation-" + hashlib.sha256(seed.encode("utf-8")).hexdigest()[:16]
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,7 +289,7 @@ class Screener:
         self.memory = ThreadMemory(max_threads=max_threads, max_turns=max(4 * window, 64))
 
     def _window(self, thread_id: str | None, turns: Sequence[MessageTurn]) -> Conversation:
-        conversation = to_conversation(turns, conversation_id=thread_id or "conversation")
+        conversation = to_conversation(turns, conversation_id=thread_id or anonymous_id(turns))
         return conversation.window(self.window)
 
     def _verdict(self, assessment: Assessment, direction: Direction, speaker: str) -> Verdict:
