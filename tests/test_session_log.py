@@ -125,3 +125,28 @@ def test_a_device_is_not_read_as_a_session_log() -> None:
     """`guardian report /dev/zero` once read until memory ran out (stat() says 0 bytes)."""
     with pytest.raises(InputError, match="/dev/zero: is a device, not a session log"):
         read_log("/dev/zero")
+
+
+def test_events_never_hold_nan_or_infinity(tmp_path: Path) -> None:
+    """Python's json writes NaN/Infinity, which is not JSON: such numbers are null in events."""
+    from guardian.conversation import Turn
+    from guardian.findings import Assessment
+
+    turn = Turn(index=0, speaker="Ann", text="hi", start=float("nan"), end=float("inf"))
+    assessment = Assessment(conversation_id="c", turn=0)
+    log = tmp_path / "s.jsonl"
+    with SessionLog(log).open(SessionHeader("chat", ("x",), 0.0)) as writer:
+        writer.write(TurnAdded(conversation_id="c", turn=turn))
+        writer.write(AssessmentReady(conversation_id="c", assessment=assessment, risk=float("inf")))
+    for line in log.read_text(encoding="utf-8").splitlines():
+        json.loads(line, parse_constant=lambda name: pytest.fail(f"{name} in a session log line"))
+    assert to_dict(TurnAdded(conversation_id="c", turn=turn))["turn"]["start"] is None
+
+
+def test_a_jsonl_transcript_with_nan_times_is_refused(tmp_path: Path) -> None:
+    from guardian.readers import read_transcript
+
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"speaker": "Ann", "text": "hi", "start": NaN}\n', encoding="utf-8")
+    with pytest.raises(InputError, match="'start' must be a number of seconds"):
+        read_transcript(path)

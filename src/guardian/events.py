@@ -8,6 +8,7 @@ the log and `guardian report` all read one schema (docs/watch.md).
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -80,7 +81,25 @@ Event = TurnAdded | AssessmentReady | FindingRaised | ErrorRaised
 
 
 def to_dict(event: Event) -> dict[str, Any]:
-    """The JSON-ready form, with a `type` field: turn | assessment | finding | error."""
+    """The JSON-ready form, with a `type` field: turn | assessment | finding | error.
+
+    Numbers that JSON cannot hold (NaN, ±Infinity, e.g. from a plug-in detector) become null:
+    Python's json writes them as `NaN`, which no JSON reader accepts.
+    """
+    return _finite(_to_dict(event))
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite(v) for v in value]
+    return value
+
+
+def _to_dict(event: Event) -> dict[str, Any]:
     if isinstance(event, TurnAdded):
         return {
             "type": "turn",

@@ -9,6 +9,7 @@ line and what was expected.
 from __future__ import annotations
 
 import json
+import math
 import re
 import stat
 import sys
@@ -324,7 +325,9 @@ def _parse_jsonl(text: str, source: str) -> Iterator[RawTurn]:
             raise InputError("missing or non-string 'text'", source=source, line=number)
         start, end = obj.get("start"), obj.get("end")
         for key, value in (("start", start), ("end", end)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int | float)):
+            if value is not None and (
+                isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value)
+            ):
                 raise InputError(f"'{key}' must be a number of seconds", source=source, line=number)
         yield RawTurn(speaker, body, number, _num(start), _num(end))
 
