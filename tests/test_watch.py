@@ -444,3 +444,24 @@ def test_a_log_with_a_turn_gap_and_deep_json_are_input_errors(
     events = _lines(capsys.readouterr().out)
     assert events[0]["type"] == "error" and "nested too deeply" in events[0]["message"]
     assert [e["turn"]["text"] for e in events if e["type"] == "turn"] == ["hi"]
+
+
+def test_following_a_missing_file_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "nope.log"
+    assert main(["watch", str(missing), "--follow", "--headless", "--detectors", "word-test", "--no-log"]) == 2
+    assert "file not found" in capsys.readouterr().err
+
+
+def test_following_an_unreadable_file_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    locked = tmp_path / "locked.log"
+    locked.write_text(CHAT, encoding="utf-8")
+    locked.chmod(0)
+    try:
+        if os.access(locked, os.R_OK):
+            pytest.skip("running as a user who can read any file (root)")
+        assert main(["watch", str(locked), "--follow", "--headless", "--detectors", "word-test", "--no-log"]) == 2
+        assert "cannot read the file" in capsys.readouterr().err
+    finally:
+        locked.chmod(0o644)

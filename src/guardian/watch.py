@@ -275,6 +275,14 @@ def prepare(
         followed = Path(file)
         if followed.is_dir():
             raise InputError("is a directory; give a chat log file", source=file)
+        try:  # say so now: following a file that is not there (or not readable) waited without a word
+            with followed.open("rb"):
+                pass
+        except FileNotFoundError:
+            raise InputError("file not found; --follow reads a chat log that exists (create it first)",
+                             source=file) from None
+        except OSError as exc:
+            raise InputError(f"cannot read the file ({exc.strerror})", source=file) from None
 
         def make_source(pacer: Pacer) -> AsyncIterator[SourceItem]:
             return follow_file(followed, pacer=pacer)
