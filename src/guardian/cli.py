@@ -194,7 +194,7 @@ def eval_conversations(
         str | None, typer.Option("--detectors", "-d", help="Comma-separated detector names (default: as `watch`).")
     ] = None,
     window: Annotated[
-        int | None, typer.Option("--window", "-w", min=1, help="Turns of context per assessment (default: [monitor] window).")
+        int | None, typer.Option("--window", "-w", min=1, help="Turns of context per assessment (default: the \\[monitor] window setting).")
     ] = None,
     split: Annotated[
         str, typer.Option("--split", help="all | train | dev | test: the part by a hash of the conversation id.")
