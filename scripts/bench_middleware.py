@@ -24,8 +24,8 @@ def main() -> None:
     parser.add_argument("--model-latency-ms", type=float, default=0.0, help="simulated model latency (0: worst case)")
     args = parser.parse_args()
 
-    from guardian.agents.benchmark import bench_middleware
-    from guardian.eval.bench import machine, peak_rss_mb
+    from guardian.eval.bench_middleware import bench_middleware
+    from guardian.eval.timing import machine, peak_rss_mb
 
     names = [n.strip() for n in args.detectors.split(",")] if args.detectors else None
     figures = bench_middleware(args.runs, dialogues=args.dialogues, detectors=names, policy=args.policy, model_latency_ms=args.model_latency_ms)

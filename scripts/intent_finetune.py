@@ -24,7 +24,8 @@ import numpy as np
 from finetune_common import fit
 
 import guardian  # noqa: F401  (offline environment defaults)
-from guardian.detectors.intent_train import class_weights, metrics, utterances_in_context
+from guardian.detectors.finetune import class_weights
+from guardian.detectors.intent_train import metrics, utterances_in_context
 from guardian.detectors.intent_tuned import pair_text
 from guardian.eval.datasets import load_faceacts
 from guardian.eval.folds import conversation_folds

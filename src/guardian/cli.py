@@ -358,7 +358,8 @@ def watch(
     ] = "auto",
 ) -> None:
     """Watch a conversation turn by turn: findings with quotes as they appear (TUI or JSON Lines)."""
-    from guardian.watch import WatchOptions, run_watch
+    from guardian.tui.launch import run_watch
+    from guardian.watch import WatchOptions
 
     names = tuple(n.strip() for n in detectors.split(",") if n.strip()) if detectors else None
     if follow and (file is None or file == "-"):
@@ -433,7 +434,8 @@ def listen(
     no_log: Annotated[bool, typer.Option("--no-log", help="Do not write a session log.")] = False,
 ) -> None:
     """Screen a voice call live: microphone or recording -> speech to text -> speakers -> detectors."""
-    from guardian.audio.listen import ListenOptions, run_listen
+    from guardian.audio.listen import ListenOptions
+    from guardian.tui.launch import run_listen
 
     names = tuple(n.strip() for n in detectors.split(",") if n.strip()) if detectors else None
     options = ListenOptions(

@@ -16,7 +16,7 @@ import time
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO
 
 from guardian.conversation import Conversation, Turn
 from guardian.detectors.base import Detector
@@ -25,7 +25,6 @@ from guardian.events import ErrorRaised, Event, TurnAdded, to_dict
 from guardian.monitor import Monitor
 from guardian.readers import InputFormat, configured_limits, read_transcript
 from guardian.session_log import SessionHeader, SessionLog, default_log_path, read_log
-from guardian.terminal_text import terminal_safe
 from guardian.watch_sources import (
     InputProblem,
     Pacer,
@@ -38,9 +37,6 @@ from guardian.watch_sources import (
 
 #: Replay speed (turns per second) in the TUI when neither --speed nor --instant is given.
 DEFAULT_TUI_SPEED = 1.0
-
-if TYPE_CHECKING:
-    from textual.app import App
 
 
 @dataclass(frozen=True, slots=True)
@@ -398,60 +394,4 @@ async def run_headless(session: WatchSession, *, out: IO[str] | None = None) -> 
         reason = failed[0].strerror or type(failed[0]).__name__
         kept = "; the session log keeps them" if session.log is not None else ""
         raise GuardianError(f"cannot write the events to the output ({reason}){kept}")
-    return 0
-
-
-def _reattach_terminal() -> IO[bytes]:
-    """`… | guardian watch -` with a TUI: keep the pipe for turns, give the TUI the terminal's keyboard."""
-    data_fd = os.dup(0)
-    tty = os.open("/dev/tty", os.O_RDONLY)
-    os.dup2(tty, 0)
-    os.close(tty)
-    return os.fdopen(data_fd, "rb", buffering=0)
-
-
-def run_watch(options: WatchOptions) -> int:
-    headless = options.headless or not sys.stdout.isatty()
-    stdin: IO[bytes] | None = None
-    if not headless and options.file == "-":
-        try:
-            stdin = _reattach_terminal()
-        except OSError:
-            headless = True  # no terminal to type into: fall back to JSON Lines
-    session = prepare(options, tui=not headless, stdin=stdin)
-    if headless:
-        return asyncio.run(run_headless(session))
-    from guardian.tui.app import GuardianApp
-
-    return run_tui(GuardianApp(session), session)
-
-
-def run_tui(app: App[Any], session: WatchSession) -> int:
-    """Run a session's TUI to the end, then close the session and say where its log is."""
-    from guardian.tui.terminal import HangupWatch, controlling_fd
-
-    fd = controlling_fd()
-    watch = None
-    if fd is not None:
-
-        def ask_to_exit() -> None:
-            try:
-                app.call_from_thread(app.exit)
-            except RuntimeError:  # the app already stopped
-                pass
-
-        def give_up() -> None:
-            # The terminal is gone and the app is stuck writing to it: every event is already
-            # flushed to the session log, so end here (128 + SIGHUP, as a hang-up would).
-            os._exit(129)
-
-        watch = HangupWatch(fd, on_hangup=ask_to_exit, on_stuck=give_up).start()
-    try:
-        app.run()
-    finally:
-        if watch is not None:
-            watch.stop()
-        session.close()
-    if session.log is not None:
-        print(f"session log: {terminal_safe(str(session.log.path), one_line=True)}", file=sys.stderr)
     return 0

@@ -28,7 +28,7 @@ from guardian.audio.vad import VadConfig
 from guardian.errors import InputError
 from guardian.events import ErrorRaised, Event, to_dict
 from guardian.monitor import Monitor
-from guardian.watch import WatchSession, load_detectors, run_tui
+from guardian.watch import WatchSession, load_detectors
 from guardian.watch_sources import Pacer, SourceItem
 
 
@@ -196,14 +196,3 @@ async def run_listen_headless(session: AudioWatchSession, *, out: IO[str] | None
             loop.remove_signal_handler(signal.SIGINT)
         session.close()
     return 2 if failed else 0
-
-
-def run_listen(options: ListenOptions, *, headless: bool) -> int:
-    """The CLI entry: JSON Lines when asked or when stdout is not a terminal, else the TUI."""
-    headless = headless or not sys.stdout.isatty()
-    session = prepare_listen(options)
-    if headless:
-        return asyncio.run(run_listen_headless(session))
-    from guardian.tui.listen_app import ListenApp
-
-    return run_tui(ListenApp(session), session)

@@ -10,10 +10,23 @@ one torch thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
+
+
+def class_weights(labels: Sequence[object], *, power: float) -> dict[str, float]:
+    """Per-class loss weights (n / (k * count)) ** power, keyed by `str(label)`: rare classes count more.
+
+    `power` 0 is no re-weighting, 1 fully "balanced". It lives here, below both the linear
+    face-act trainer (`intent_train`) and the fine-tuning (`intent_tuned.train_tuned`), so
+    neither imports the other for it (it was the fourth import loop of issue 20).
+    """
+    counts = Counter(str(y) for y in labels)
+    n, k = len(labels), len(counts)
+    return {c: (n / (k * m)) ** power for c, m in counts.items()}
 
 
 def warmup_linear(optimizer: Any, steps: int, *, warmup: float = 0.06) -> Any:

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from guardian import locations
+from guardian.detectors.finetune import class_weights
 from guardian.detectors.intent_model import (
     CONTEXT,
     ESCALATION_RATE,
@@ -96,14 +97,6 @@ def predict_in_turn_order(
     return order, probs
 
 
-def class_weights(labels: Sequence[FaceAct], *, power: float = CLASS_WEIGHT_POWER) -> dict[str, float]:
-    counts: dict[str, int] = defaultdict(int)
-    for y in labels:
-        counts[str(y)] += 1
-    n, k = len(labels), len(counts)
-    return {c: (n / (k * m)) ** power for c, m in counts.items()}
-
-
 def fit(
     rows: Sequence[FaceActUtterance],
     *,
@@ -137,7 +130,7 @@ def fit(
         side.transform(side_texts), config,
     )
     y = np.array([str(r.face_act) for r in rows])
-    clf = LogisticRegression(C=config.C, max_iter=3000, class_weight=class_weights([r.face_act for r in rows]))
+    clf = LogisticRegression(C=config.C, max_iter=3000, class_weight=class_weights([r.face_act for r in rows], power=CLASS_WEIGHT_POWER))
     clf.fit(x, y)
     intention_vectors = encoder.encode([d.text for d in PERSUASION_INTENTIONS])
     tuned = escalation = None

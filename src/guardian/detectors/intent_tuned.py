@@ -492,8 +492,7 @@ def train_tuned(
     """
     from transformers import AutoTokenizer
 
-    from guardian.detectors.finetune import fit
-    from guardian.detectors.intent_train import class_weights  # imports this module: not at the top
+    from guardian.detectors.finetune import class_weights, fit
 
     torch = _torch()
     config = config or TuneConfig()

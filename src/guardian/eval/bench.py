@@ -8,9 +8,6 @@ per-run figures. Latencies are in milliseconds.
 from __future__ import annotations
 
 import json
-import os
-import platform
-import resource
 import statistics
 import subprocess
 import sys
@@ -19,8 +16,27 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from guardian.conversation import Conversation
+from guardian.eval.timing import (
+    Figures,
+    latency_runs,
+    machine,
+    peak_rss_mb,
+    percentile,
+    throughput_runs,
+)
 
-Figures = dict[str, Any]
+__all__ = [
+    "SCALE_TURNS",
+    "SUITES",
+    "latency_runs",
+    "machine",
+    "peak_rss_mb",
+    "percentile",
+    "run_bench",
+    "run_suite",
+    "scale_figures",
+    "throughput_runs",
+]
 SUITES: dict[str, Callable[[int], Figures]] = {}
 
 
@@ -30,64 +46,6 @@ def suite(name: str) -> Callable[[Callable[[int], Figures]], Callable[[int], Fig
         return fn
 
     return register
-
-
-def machine() -> dict[str, Any]:
-    model = platform.processor() or ""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    model = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
-    return {
-        "cores": os.cpu_count(),
-        "cpu_model": model,
-        "python": platform.python_version(),
-        "platform": platform.platform(terse=True),
-    }
-
-
-def peak_rss_mb() -> float:
-    return round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
-
-
-def percentile(values: Sequence[float], q: float) -> float:
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    pos = (len(ordered) - 1) * q
-    lo, hi = int(pos), min(int(pos) + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
-
-
-def latency_runs(samples: Callable[[], list[float]], *, runs: int) -> Figures:
-    """Warm up once, then `runs` runs of per-item latencies; medians of each run's p50/p95."""
-    samples()
-    p50s, p95s = [], []
-    for _ in range(runs):
-        ms = samples()
-        p50s.append(percentile(ms, 0.5))
-        p95s.append(percentile(ms, 0.95))
-    return {
-        "p50_ms": round(statistics.median(p50s), 3),
-        "p95_ms": round(statistics.median(p95s), 3),
-        "runs": runs,
-        "items_per_run": len(ms),
-    }
-
-
-def throughput_runs(work: Callable[[], int], *, runs: int) -> float:
-    """Items per second, median over runs after one warm-up."""
-    work()
-    rates = []
-    for _ in range(runs):
-        began = time.perf_counter()
-        n = work()
-        rates.append(n / (time.perf_counter() - began))
-    return round(statistics.median(rates), 2)
 
 
 def _dialogues(limit: int, *, offset: int = 0) -> list[Conversation]:
@@ -249,7 +207,7 @@ def bench_scale(runs: int) -> Figures:
 @suite("middleware")
 def bench_middleware_suite(runs: int) -> Figures:
     """GuardianMiddleware's overhead per model call in a real create_agent (model answers instantly)."""
-    from guardian.agents.benchmark import bench_middleware
+    from guardian.eval.bench_middleware import bench_middleware
 
     return bench_middleware(runs, dialogues=30)
 

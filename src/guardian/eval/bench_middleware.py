@@ -9,8 +9,9 @@ The model is LangChain's GenericFakeChatModel, so what is measured is guardian
 plus the two extra LangGraph nodes, not a network round trip. Each run replays
 dialogues no earlier run used (detectors cache per-utterance work).
 
-`scripts/bench_middleware.py` prints this as JSON; `guardian bench` can register it
-as its `middleware` suite.
+`guardian bench --suite middleware` runs it (`guardian.eval.bench`); `scripts/bench_middleware.py`
+prints it alone as JSON. It lives in `eval/`, not in `agents/`: a benchmark uses the middleware,
+the middleware never uses a benchmark.
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ def bench_middleware(
 
     from guardian.agents._engine import default_detector_names
     from guardian.agents.middleware import GuardianMiddleware
-    from guardian.eval.bench import percentile
+    from guardian.eval.timing import percentile
 
     names = detectors or default_detector_names()
     middleware = GuardianMiddleware(detectors=names, policy=policy)  # type: ignore[arg-type]
