@@ -171,7 +171,7 @@ def eval_mentalmanip(
     if output_format not in ("json", "text"):
         raise fail("--format must be json or text")
     if detector in ("llm", "cascade"):  # issue 5: same keys plus cost (calls, tokens) and latency
-        from guardian.agents.evaluation import evaluate_file as evaluate_llm
+        from guardian.eval.llm_eval import evaluate_file as evaluate_llm
 
         result = evaluate_llm(file, detector=detector, limit=limit, show_progress=True)
         typer.echo(json.dumps(result) if output_format == "json" else "\n".join(f"{k:24} {v}" for k, v in result.items()))
