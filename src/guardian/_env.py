@@ -1,17 +1,32 @@
-"""Process environment guardian needs before any heavy import.
+"""Process settings guardian wants for its own work, applied when that work starts.
 
-onnxruntime (under chromadb and faster-whisper) looks up a telemetry host unless
-ORT_DISABLE_TELEMETRY is set before it loads; Hugging Face libraries try the hub
-unless told they are offline; torch uses one thread per call unless the
-user says otherwise. Set once, as early as `import guardian`, and never
-override a value the user set explicitly.
+onnxruntime (under chromadb and the int8 intent model) looks up a telemetry host unless
+ORT_DISABLE_TELEMETRY is set before it loads; Hugging Face libraries try the hub unless
+told they are offline (guardian's models ship in Python packages, nothing is downloaded);
+torch runs one OpenMP thread per core unless told otherwise, which on a busy 2-core machine
+made a turn 20x slower (500 ms vs 30 ms, docs/benchmarks.md).
+
+Why not at `import guardian` (where this used to run): a library must not change the
+environment of the application that imports it (issue 20). The defaults are applied where
+guardian itself starts work instead: the CLI entry point (`guardian.cli.main`), creating a
+detector (`guardian.detectors.registry`), and every place that loads a model or a library
+that reads these variables (the sentence encoder, the fine-tuned intent half, the example
+store, Whisper, the speaker encoder). They must come before the heavy library is imported,
+so each of those calls `apply_process_defaults()` first; an application that imported torch
+or onnxruntime itself has already chosen, and keeps its choice.
+
+A variable the user set is never overridden, and `GUARDIAN_KEEP_ENV=1` turns all of this
+off (an embedding application that manages its own threads and telemetry).
 """
 
 from __future__ import annotations
 
 import os
 
-OFFLINE_DEFAULTS = {
+#: Set to 1 (or true/yes) to leave the process environment exactly as it is.
+OPT_OUT = "GUARDIAN_KEEP_ENV"
+
+PROCESS_DEFAULTS = {
     "ORT_DISABLE_TELEMETRY": "1",
     "HF_HUB_OFFLINE": "1",
     "TRANSFORMERS_OFFLINE": "1",
@@ -25,6 +40,16 @@ OFFLINE_DEFAULTS = {
 }
 
 
-def apply_offline_defaults() -> None:
-    for key, value in OFFLINE_DEFAULTS.items():
+def opted_out() -> bool:
+    """Whether the user asked guardian to leave the environment alone (`GUARDIAN_KEEP_ENV`)."""
+    return os.environ.get(OPT_OUT, "").strip().lower() in {"1", "true", "yes", "on"}
+
+
+def apply_process_defaults() -> None:
+    """Fill in `PROCESS_DEFAULTS` the user has not set, unless opted out. Cheap and idempotent:
+    called at every start of work, not once, because an application may load guardian's
+    models long after importing it."""
+    if opted_out():
+        return
+    for key, value in PROCESS_DEFAULTS.items():
         os.environ.setdefault(key, value)

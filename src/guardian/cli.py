@@ -502,6 +502,9 @@ def main(argv: list[str] | None = None) -> int:
     an output that cannot be written (`> /dev/full`) is one sentence and exit 2, not tracebacks
     and exit 0.
     """
+    from guardian._env import apply_process_defaults
+
+    apply_process_defaults()  # guardian's own process: offline, no telemetry, one torch thread
     try:
         result = app(args=argv, standalone_mode=False)
         sys.stdout.flush()

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 import numpy as np
 
+from guardian._env import apply_process_defaults
 from guardian.errors import ModelUnavailable
 
 DIM = 384
@@ -146,6 +147,7 @@ def _load(path: Path, precision: Precision) -> _Loaded:
         loaded = _weights.get(key)
         if loaded is not None:
             return loaded
+        apply_process_defaults()  # offline hub, one torch thread: before torch/transformers load
         try:
             import torch
             from transformers import AutoModel, AutoTokenizer

