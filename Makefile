@@ -20,7 +20,7 @@ test: setup
 	bash scripts/check
 
 lint: setup
-	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff check src tests lab
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
 

@@ -1,7 +1,7 @@
 """The training loop shared by every MiniLM fine-tuning in guardian (and its experiment scripts).
 
 Why its own module: the shipped intent model and the experiment scripts
-(`scripts/intent_finetune.py`, `scripts/local_finetune.py`) must train the same way,
+(`lab/intent_finetune.py`, `scripts/local_finetune.py`) must train the same way,
 or the figures in docs/ would not describe the product. AdamW with linear
 warm-up and decay, length-bucketed batches (less padding: several times faster on
 CPU), a bfloat16 autocast forward and a float32 loss. Deterministic for a seed on

@@ -9,7 +9,7 @@ The model is LangChain's GenericFakeChatModel, so what is measured is guardian
 plus the two extra LangGraph nodes, not a network round trip. Each run replays
 dialogues no earlier run used (detectors cache per-utterance work).
 
-`guardian bench --suite middleware` runs it (`guardian.eval.bench`); `scripts/bench_middleware.py`
+`guardian bench --suite middleware` runs it (`guardian.eval.bench`); `lab/bench_middleware.py`
 prints it alone as JSON. It lives in `eval/`, not in `agents/`: a benchmark uses the middleware,
 the middleware never uses a benchmark.
 """

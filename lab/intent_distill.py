@@ -3,14 +3,14 @@
 Why: all-mpnet-base-v2 cut to six layers is the more accurate tuned half (five-fold CV .725 with
 the linear half) but costs 24 ms per live turn; MiniLM costs 10. A MiniLM student trained on
 the teacher's softened logits as well as the gold labels may keep part of the teacher's gain
-at MiniLM's cost. Each fold's teacher is that fold's mpnet-6 model (`scripts/intent_cv_folds.py
+at MiniLM's cost. Each fold's teacher is that fold's mpnet-6 model (`lab/intent_cv_folds.py
 --encoder mpnet --layers 6`: trained on the fold's training conversations only, found in the
 cache by its training key), and it labels only those training rows, so no test row reaches
 the student by any path. The student's test-fold probabilities are averaged 50/50 with the
 linear half's out-of-fold probabilities (`--linear`, rows in `load_faceacts()` order), as the
 product averages them.
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/intent_distill.py --folds 0 --share 0.5 --temperature 2 \\
+    OMP_NUM_THREADS=1 .venv/bin/python lab/intent_distill.py --folds 0 --share 0.5 --temperature 2 \\
         --linear ~/.cache/guardian/experiments/lin_linear_proba.npy --out /tmp/distill
 """
 

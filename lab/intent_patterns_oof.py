@@ -9,8 +9,8 @@ The same rules also run on the gold face acts (score 1.0), to show what the mode
 Prints one JSON object: firings per pattern (predicted / gold) and the best-scored example
 examples of each pattern with their quotes.
 
-    .venv/bin/python scripts/intent_patterns_oof.py            # ~3 min with cached fold models
-    .venv/bin/python scripts/intent_patterns_oof.py --proba oof.npy   # probabilities saved before
+    .venv/bin/python lab/intent_patterns_oof.py            # ~3 min with cached fold models
+    .venv/bin/python lab/intent_patterns_oof.py --proba oof.npy   # probabilities saved before
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 pair at a time, the product's pair layout), alone and averaged 50/50 with the linear half's
 out-of-fold probabilities.
 
-    .venv/bin/python scripts/intent_int8_score.py --encoder mpnet --layers 6 --folds 0 --out /tmp/mp6 \\
+    .venv/bin/python lab/intent_int8_score.py --encoder mpnet --layers 6 --folds 0 --out /tmp/mp6 \\
         --linear ~/.cache/guardian/experiments/lin_linear_proba.npy
 """
 

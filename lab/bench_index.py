@@ -1,6 +1,6 @@
 """Benchmark: embed and index the whole labelled set, then time filtered queries; prints JSON.
 
-Run: `.venv/bin/python scripts/bench_index.py [--data CSV] [--queries N]`. It builds into
+Run: `.venv/bin/python lab/bench_index.py [--data CSV] [--queries N]`. It builds into
 a temporary folder (the user's store is untouched). Phases are timed separately:
 MiniLM embedding of every dialogue, Chroma `upsert` with those precomputed vectors,
 and balanced k=3 queries (2 manipulative + 1 not) with and without a technique filter.

@@ -6,7 +6,7 @@ records, from pressing Enter: when the turn is on screen, when its assessment
 (highlight, findings, risk) is on screen, and how long a key press (F1: help
 screen) takes to show while the detector is still busy.
 
-    .venv/bin/python scripts/bench_watch_latency.py [--turns 20] [--delay 0.3]
+    .venv/bin/python lab/bench_watch_latency.py [--turns 20] [--delay 0.3]
 """
 
 from __future__ import annotations

@@ -4,9 +4,9 @@ Trains `intent_tuned.train_tuned` (the code `guardian train-intent` runs) in eac
 conversation folds (`conversation_folds`, fold f with seed + f, as `intent_train.cross_validate`
 does), saves `<out>_proba.npy` (rows in `load_faceacts()` order, columns in FaceAct order of the
 acts present) and each fold's model as `<out>_fold<f>/tuned.npz`, so that ensembles and
-inference variants can be measured afterwards without retraining (`scripts/intent_ensemble.py`).
+inference variants can be measured afterwards without retraining (`lab/intent_ensemble.py`).
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/intent_tuned_oof.py --seed 17 --out /tmp/tuned17
+    OMP_NUM_THREADS=1 .venv/bin/python lab/intent_tuned_oof.py --seed 17 --out /tmp/tuned17
 """
 
 from __future__ import annotations

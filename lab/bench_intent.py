@@ -6,7 +6,7 @@ pays for exactly what a live turn costs: encoding the new utterance, the linear
 model, role inference and the pattern rules; earlier turns come from the cache.
 Wall-clock latency depends on what else runs on the machine, so the JSON also gives the
 process CPU time per turn and the 1-minute load average at the end.
-Run: `.venv/bin/python scripts/bench_intent.py [--conversations 10] [--threads 1]`.
+Run: `.venv/bin/python lab/bench_intent.py [--conversations 10] [--threads 1]`.
 """
 
 from __future__ import annotations

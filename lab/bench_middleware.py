@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Print GuardianMiddleware's overhead per model call as JSON (target: p50 <= 30 ms on 2 cores).
 
-Usage: .venv/bin/python scripts/bench_middleware.py [--runs 5] [--dialogues 30]
+Usage: .venv/bin/python lab/bench_middleware.py [--runs 5] [--dialogues 30]
        [--detectors local,keyphrases] [--policy observe|warn|block] [--model-latency-ms 0]
 The default detector is the best local one installed (`local`, else `keyphrases`).
 """

@@ -4,7 +4,7 @@ multi-core machine. Each fold's inputs are exactly those `intent_train.cross_val
 (training rows in file order, seed + fold), so the evaluation finds these models by their
 training key instead of training them again.
 
-    for f in 0 1; do OMP_NUM_THREADS=1 .venv/bin/python scripts/intent_cv_folds.py --folds $f \\
+    for f in 0 1; do OMP_NUM_THREADS=1 .venv/bin/python lab/intent_cv_folds.py --folds $f \\
         --encoder mpnet --layers 6 & done; wait
     .venv/bin/guardian eval faceacts data/faceacts/faceacts.csv --cv --encoder mpnet --layers 6
 """

@@ -5,11 +5,11 @@ Fine-tunes another sentence encoder (default all-mpnet-base-v2, 110 M parameters
 tuned half is trained (`guardian.detectors.finetune.fit`: the same pairs, class weights power
 .5, 4 epochs, lr 5e-5 / head 1e-3, batch 32, embeddings frozen, mean pooling) on the shared
 conversation folds, and saves out-of-fold probabilities to `<out>_proba.npy` (rows in
-`load_faceacts()` order, columns in FaceAct order) for `scripts/intent_ensemble.py`. Scored in
+`load_faceacts()` order, columns in FaceAct order) for `lab/intent_ensemble.py`. Scored in
 float32 torch (no int8). Not part of the product: one pair costs ~31 ms as int8 on one core,
 over the 15 ms per-turn budget on its own.
 
-    OMP_NUM_THREADS=1 .venv/bin/python scripts/intent_larger_encoder.py --model /tmp/mpnet --folds 0 --out /tmp/mp
+    OMP_NUM_THREADS=1 .venv/bin/python lab/intent_larger_encoder.py --model /tmp/mpnet --folds 0 --out /tmp/mp
 """
 
 from __future__ import annotations

@@ -2,10 +2,10 @@
 
 Every input is out-of-fold over the shared conversation folds (`conversation_folds`, seed 17):
 the linear model's from `intent_train.cross_validate` (computed once, cached in
-`<cache>_linear_proba.npy`), the fine-tuned ones from `scripts/intent_finetune.py --out X`
+`<cache>_linear_proba.npy`), the fine-tuned ones from `lab/intent_finetune.py --out X`
 (`X_proba.npy`). Weights are fixed on the command line, never searched on these folds.
 
-    .venv/bin/python scripts/intent_ensemble.py --linear /tmp/lin /tmp/ftA_proba.npy /tmp/ftB_proba.npy
+    .venv/bin/python lab/intent_ensemble.py --linear /tmp/lin /tmp/ftA_proba.npy /tmp/ftB_proba.npy
 """
 
 from __future__ import annotations

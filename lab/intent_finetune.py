@@ -7,7 +7,7 @@ JSON line per fold and a pooled line; saves out-of-fold probabilities to `<out>_
 in `load_faceacts()` order, columns in FaceAct order of the acts present). Not part of the
 product: the result did not justify shipping it.
 
-    .venv/bin/python scripts/intent_finetune.py --layers 6 --lr 5e-5 --power 0.5 --folds 0,1,2,3,4 --out /tmp/ft
+    .venv/bin/python lab/intent_finetune.py --layers 6 --lr 5e-5 --power 0.5 --folds 0,1,2,3,4 --out /tmp/ft
 """
 
 from __future__ import annotations

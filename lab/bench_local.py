@@ -6,7 +6,7 @@ monitor does. Throughput: whole dialogues per second through `analyze`. Also the
 peak RSS of this process and the artifact size. Wall-clock figures depend on what
 else the machine runs (the load average is printed with them); the per-turn CPU
 time is the steadier figure on a shared machine. Run with
-`OMP_NUM_THREADS=1 .venv/bin/python scripts/bench_local.py [--turns N]`.
+`OMP_NUM_THREADS=1 .venv/bin/python lab/bench_local.py [--turns N]`.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ latency (silence hangover + transcription + attribution, what a live call sees
 when the CPU keeps up) and end-of-utterance -> assessment latency (plus the
 detectors, through the monitor). Percentiles are over all utterances.
 
-    .venv/bin/python scripts/bench_audio.py [--silence 0.6 0.4 ...] [--threads 2] [--detectors keyphrases]
+    .venv/bin/python lab/bench_audio.py [--silence 0.6 0.4 ...] [--threads 2] [--detectors keyphrases]
         [--mentalmanip 30]   # + detection on spoken MentalManip dialogues vs their text
 """
 

@@ -4,8 +4,8 @@ For each encoder folder: one training step (batch 32 x 45 word pieces, bf16 auto
 frozen, one thread) and one pair's forward pass as per-channel int8 in onnxruntime on one thread
 (the shipped runtime), p50 of 50. Random weights in the head: only time is measured.
 
-    .venv/bin/python scripts/intent_encoder_cost.py /tmp/all-mpnet-base-v2    # MiniLM is always measured
-    .venv/bin/python scripts/intent_encoder_cost.py /tmp/all-mpnet-base-v2::6 # its first six layers only
+    .venv/bin/python lab/intent_encoder_cost.py /tmp/all-mpnet-base-v2    # MiniLM is always measured
+    .venv/bin/python lab/intent_encoder_cost.py /tmp/all-mpnet-base-v2::6 # its first six layers only
 """
 
 from __future__ import annotations
