@@ -7,9 +7,8 @@ import pytest
 
 from guardian import sentence_encoder
 from guardian.detectors.intent_model import default_encoder
-from guardian.detectors.local_encoder import shared_encoder
 from guardian.errors import ModelUnavailable
-from guardian.sentence_encoder import SentenceEncoder
+from guardian.sentence_encoder import SentenceEncoder, shared_encoder
 
 
 def test_local_and_intent_share_one_cache() -> None:

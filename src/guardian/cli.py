@@ -136,15 +136,20 @@ def train(
         list[str] | None,
         typer.Option("--data", help="MentalManip CSV file or folder (repeatable); default: the bundled data/."),
     ] = None,
+    conversations: Annotated[
+        list[str] | None,
+        typer.Option("--conversations", help="Conversations JSONL (repeatable); default: data/conversations/*.jsonl."),
+    ] = None,
     out: Annotated[
         str | None, typer.Option("--out", help="Artifact folder; default: the user cache (what the detector loads).")
     ] = None,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the inner folds (training is deterministic).")] = 17,
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the split and the initial weights.")] = 17,
+    epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Training epochs (default 30).")] = None,
 ) -> None:
-    """Train the local manipulation model (deterministic; about a minute on 2 cores)."""
+    """Train the local turn-level manipulation model (a few minutes on 2 cores, most of it embedding turns)."""
     from guardian.eval.local_eval import run_train
 
-    typer.echo(run_train(data=data, out=out, seed=seed))
+    typer.echo(run_train(data=data, out=out, seed=seed, conversations=conversations, epochs=epochs))
 
 
 @eval_app.command("mentalmanip")
@@ -153,6 +158,10 @@ def eval_mentalmanip(
     output_format: Annotated[str, typer.Option("--format", "-f", help="json | text")] = "text",
     artifact: Annotated[
         str | None, typer.Option("--artifact", help="Artifact folder to evaluate; default: the detector's own.")
+    ] = None,
+    sensitivity: Annotated[
+        str | None,
+        typer.Option("--sensitivity", help="low | medium | high (default: [local] sensitivity; high is MentalManip's best macro-F1)."),
     ] = None,
     detector: Annotated[
         str, typer.Option("--detector", "-d", help="local | llm | cascade (llm/cascade need llm.base_url).")
@@ -178,7 +187,10 @@ def eval_mentalmanip(
         return
     if detector != "local":
         raise fail("--detector must be local, llm or cascade")
-    report = evaluate_file(file, artifact_dir=Path(artifact) if artifact else None, show_progress=True)
+    if sensitivity is not None and sensitivity not in ("low", "medium", "high"):
+        raise fail("--sensitivity must be low, medium or high")
+    report = evaluate_file(file, artifact_dir=Path(artifact) if artifact else None, show_progress=True,
+                           sensitivity=sensitivity)
     typer.echo(json.dumps(report.as_dict()) if output_format == "json" else render_text(report, title=file))
 
 # --- live evaluation (issue 19): eval conversations -----------------------------------------------

@@ -67,7 +67,12 @@ class StoreSettings(_Section):
 
 class LocalModelSettings(_Section):
     artifact_dir: Path | None = None
-    threshold: float | None = None
+    sensitivity: Literal["low", "medium", "high"] = Field(
+        default="medium",
+        description="how readily the local model flags: low and medium keep ordinary conversations quiet "
+        "(false-alarm budgets in docs/model-card.md), high is MentalManip's best macro-F1",
+    )
+    threshold: float | None = Field(default=None, description="overrides the sensitivity's threshold")
 
 
 class IntentSettings(_Section):

@@ -1,33 +1,27 @@
-"""The local manipulation model: determinism, verbatim evidence, artifact checks and rebuilds."""
+"""The local turn-level model: training, artifact checks, and what the shipped model says about turns."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from guardian.config import settings
-from guardian.conversation import Conversation
-from guardian.detectors import local_artifact
-from guardian.detectors.local import LocalModelDetector
-from guardian.detectors.local_features import (
-    FeatureConfig,
-    TextFeaturizer,
-    build_features,
-    dialogue_text,
-    embedding_features,
-)
-from guardian.detectors.local_train import TrainConfig, relative_decisions, train
+from guardian.conversation import Conversation, Turn
+from guardian.corpora.conversations import load_conversations, split_of
+from guardian.detectors.local import SCAM_REQUEST, LocalModelDetector, load_model
+from guardian.detectors.turn_features import WIDTH, turn_rows
+from guardian.detectors.turn_model import ArtifactError, TurnModel
+from guardian.detectors.turn_train import TrainConfig, train_and_save
 from guardian.errors import ModelUnavailable
-from guardian.eval.datasets import load_mentalmanip
-from tests.detectors.local_data import write_subset
+from guardian.findings import Assessment
+from tests.detectors.local_data import write_conversations, write_subset
 
 pytestmark = pytest.mark.slow
 
-SMALL = TrainConfig(seed=3, inner_folds=2, features=FeatureConfig(max_word_features=5000, max_char_features=8000))
+SMALL = TrainConfig(seed=3, epochs=3, hidden=32)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -39,240 +33,173 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 
 @pytest.fixture(scope="module")
-def subset(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return write_subset(tmp_path_factory.mktemp("mm") / "subset.csv")
+def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    root = tmp_path_factory.mktemp("data")
+    return write_subset(root / "mm.csv", positives=30, negatives=20), write_conversations(root / "c.jsonl", per_file=6)
 
 
 @pytest.fixture(scope="module")
-def artifact(subset: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("artifact") / "local_model"
-    return local_artifact.build(data=[subset], out=out, config=SMALL)
+def artifact(tiny: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("artifact") / "turn_model"
+    train_and_save(out, config=SMALL, mentalmanip=[tiny[0]], conversations=[tiny[1]])
+    return out
 
 
-def test_speakers_become_person_n_in_order_of_appearance() -> None:
-    conv = Conversation.from_pairs([("Zoë", "Hi."), ("Bob", "Hello."), ("Zoë", "Bye.")])
-    assert dialogue_text(conv) == "Person1: Hi.\nPerson2: Hello.\nPerson1: Bye."
-
-
-def test_featurizer_round_trips_through_json_and_arrays() -> None:
-    texts = ["Person1: you always do this", "Person2: I never said that", "Person1: you always lie"]
-    fitted = TextFeaturizer(FeatureConfig(min_df=1)).fit(texts)
-    meta, arrays = fitted.export()
-    restored = TextFeaturizer.restore(json.loads(json.dumps(meta)), arrays)
-    a, b = fitted.transform(texts).toarray(), restored.transform(texts).toarray()
-    np.testing.assert_allclose(a, b, rtol=1e-6)
-
-
-def test_extra_features_are_appended_for_ablations() -> None:
-    conv = Conversation.from_pairs([("A", "you always do this")])
-    featurizer = TextFeaturizer(FeatureConfig(min_df=1)).fit([dialogue_text(conv)])
-    x = build_features([conv], featurizer=featurizer, extra=np.array([[0.5, 2.0]]))
-    assert x.shape[1] == featurizer.n_features + 2
-    with pytest.raises(ValueError, match="one row per conversation"):
-        build_features([conv], featurizer=featurizer, extra=np.zeros((2, 1)))
-
-
-def test_relative_decisions_keep_labels_near_the_top_one() -> None:
-    p = np.array([[0.9, 0.6, 0.1], [0.2, 0.1, 0.15]])
-    assert relative_decisions(p, 0.6).tolist() == [[True, True, False], [True, False, True]]
-    assert relative_decisions(np.zeros((0, 3)), 0.6).shape == (0, 3)
-
-
-class _LengthEncoder:
-    """Stand-in with the encoder's interface: a 384-d vector from the text length (pooling test only)."""
-
-    def encode(self, texts: Sequence[str]) -> np.ndarray:
-        return np.array([[float(len(t))] * 384 for t in texts], dtype=np.float32)
-
-
-def test_embedding_features_pool_per_speaker() -> None:
-    conv = Conversation.from_pairs([("B", "aa"), ("A", "a" * 9), ("B", "aaaaaa")])
-    f = embedding_features([conv, Conversation()], encoder=_LengthEncoder())  # type: ignore[arg-type]
-    assert f.shape == (2, 4 * 384)
-    mean, top, first, second = (f[0, k * 384] for k in range(4))
-    assert (mean, top, first, second) == pytest.approx((17 / 3, 9.0, 4.0, 9.0))  # B spoke first
-    assert not f[1].any()
-
-
-def test_training_is_deterministic_for_a_fixed_seed(subset: Path) -> None:
-    dialogues = load_mentalmanip(subset)[::2]
-    a, b = train(dialogues, config=SMALL), train(dialogues, config=SMALL)
-    assert a.embedding is not None and b.embedding is not None
-    np.testing.assert_array_equal(a.binary.coef, b.binary.coef)
-    np.testing.assert_array_equal(a.techniques.coef, b.techniques.coef)
-    np.testing.assert_array_equal(a.embedding.binary.coef, b.embedding.binary.coef)
-    np.testing.assert_array_equal(a.binary_stacker.weights, b.binary_stacker.weights)
-    assert (a.technique_ratio, a.vulnerability_ratio) == (b.technique_ratio, b.vulnerability_ratio)
-    assert a.threshold == b.threshold
-
-
-def test_artifact_round_trip_gives_the_same_predictions(subset: Path, artifact: Path) -> None:
-    manifest = local_artifact.read_manifest(artifact)
-    assert manifest["seed"] == 3
-    assert len(manifest["data_sha256"]) == 64
-    assert "scikit-learn" in manifest["versions"]
-    model = local_artifact.load(artifact)
-    conversations = [d.conversation for d in load_mentalmanip(subset)[:10]]
-    again = local_artifact.load(artifact).predict(conversations)
-    np.testing.assert_allclose(model.predict(conversations).probability, again.probability)
-
-
-def test_every_reported_technique_quotes_the_manipulator_verbatim(artifact: Path) -> None:
-    detector = LocalModelDetector(artifact_dir=artifact, threshold=0.0)  # flag everything: findings appear
-    conv = Conversation.from_pairs(
-        [
-            ("Maya", "You said you'd pick me up at six. I waited an hour."),
-            ("Daniel", "I never said that. You're overreacting, as usual. Don't be so stupid."),
-            ("Maya", "You texted me this morning."),
-            ("Daniel", "You always do this. If you leave, you'll regret it. Know your place."),
-        ]
-    )
-    assessment = detector.analyze(conv)
-    assert assessment.decision
-    assert assessment.findings, "a flagged conversation names at least one technique"
-    assert assessment.manipulator in conv.speakers
-    assert set(assessment.techniques) and set(assessment.vulnerabilities)
+def grounded(conversation: Conversation, assessment: Assessment) -> None:
+    """Every quote is the transcript's own text at its span."""
     for finding in assessment.findings:
-        assert finding.technique is not None
-        assert finding.evidence
-        assert finding.speaker == assessment.manipulator
-        for ev in finding.evidence:
-            turn = conv.turn(ev.turn)
-            assert turn.text[ev.start : ev.end] == ev.quote
-            assert turn.speaker == finding.speaker
+        assert finding.evidence, finding
+        for e in finding.evidence:
+            assert conversation.turn(e.turn).text[e.start : e.end] == e.quote
 
 
-def test_no_findings_below_the_threshold(artifact: Path) -> None:
-    detector = LocalModelDetector(artifact_dir=artifact, threshold=1.0)
-    assessment = detector.analyze(Conversation.from_pairs([("A", "Shall we have lunch?"), ("B", "Sure.")]))
-    assert not assessment.decision
-    assert assessment.findings == ()
-    assert assessment.threshold == 1.0
-    assert assessment.probability is not None
+# -- features and training ------------------------------------------------------------------------
 
 
-def test_window_keeps_conversation_turn_indices(artifact: Path) -> None:
-    detector = LocalModelDetector(artifact_dir=artifact, threshold=0.0)
-    conv = Conversation.from_pairs([("A", f"You never listen, turn {i}.") for i in range(15)])
-    window = conv.window(10)
-    assessment = detector.analyze(window)
-    assert assessment.turn == 14
-    assert all(ev.turn >= 5 for f in assessment.findings for ev in f.evidence)
+def test_features_do_not_depend_on_what_came_long_before() -> None:
+    """A turn's row reads its previous turn and its speaker's last few turns, nothing that grows."""
+    rng = np.random.default_rng(0)
+    turns = [Turn(index=i, speaker="AB"[i % 2], text=f"t{i}") for i in range(30)]
+    vectors = rng.normal(size=(30, 384)).astype(np.float32)
+    rows = turn_rows(turns, vectors)
+    assert rows.shape == (30, WIDTH)
+    changed = vectors.copy()
+    changed[:10] = rng.normal(size=(10, 384))
+    assert np.array_equal(turn_rows(turns, changed)[-1], rows[-1])
+    assert rows[0, -2:].tolist() == [0.0, 0.0]  # no previous turn, no earlier turn of its own
 
 
-def _corrupt(directory: Path) -> None:
-    weights = directory / local_artifact.WEIGHTS
-    data = bytearray(weights.read_bytes())
-    data[len(data) // 2] ^= 0xFF
-    weights.write_bytes(bytes(data))
+def test_training_is_deterministic_and_round_trips(tiny: tuple[Path, Path], artifact: Path, tmp_path: Path) -> None:
+    again, _ = train_and_save(tmp_path / "again", config=SMALL, mentalmanip=[tiny[0]], conversations=[tiny[1]])
+    loaded = TurnModel.load(artifact)
+    assert np.array_equal(loaded.w2, again.w2)
+    manifest = json.loads((artifact / "manifest.json").read_text(encoding="utf-8"))
+    assert set(manifest["thresholds"]) == {"low", "medium", "high"}
+    assert manifest["thresholds"]["low"] >= manifest["thresholds"]["medium"] >= manifest["thresholds"]["high"]
+    # Only the train and dev parts are read: no test-part conversation reached training.
+    assert manifest["info"]["n_turns"] < sum(
+        len(c.conversation.turns) for c in load_conversations(tiny[1])
+    ) + 50 * 12
 
 
-def test_corrupt_artifact_is_detected_with_a_reason(artifact: Path, tmp_path: Path) -> None:
+def test_corrupt_artifact_gives_one_sentence(artifact: Path, tmp_path: Path) -> None:
     broken = tmp_path / "broken"
     broken.mkdir()
-    for p in artifact.iterdir():
-        (broken / p.name).write_bytes(p.read_bytes())
-    _corrupt(broken)
-    with pytest.raises(local_artifact.ArtifactError, match="checksum"):
-        local_artifact.load(broken)
+    for f in artifact.iterdir():
+        (broken / f.name).write_bytes(f.read_bytes())
+    (broken / "weights.npz").write_bytes(b"not weights")
+    with pytest.raises(ArtifactError, match="checksum"):
+        TurnModel.load(broken)
     with pytest.raises(ModelUnavailable, match="guardian train"):
-        LocalModelDetector(artifact_dir=broken).model()
-    (broken / local_artifact.MANIFEST).write_text("{not json", encoding="utf-8")
-    with pytest.raises(local_artifact.ArtifactError, match="not valid JSON"):
-        local_artifact.load(broken)
+        load_model(broken)
 
 
-def _small_training_data(root: Path) -> None:
-    """GUARDIAN_TRAINING_DATA layout (mentalmanip/mentalmanip_{con,maj}.csv) with a subset."""
-    write_subset(root / "mentalmanip" / "mentalmanip_con.csv", positives=30, negatives=20)
-    write_subset(root / "mentalmanip" / "mentalmanip_maj.csv", positives=10, negatives=5, skip=30)
+def test_window_keeps_turn_indices_and_quotes_verbatim(artifact: Path) -> None:
+    detector = LocalModelDetector(artifact_dir=artifact, threshold=0.0)  # everything flagged: every quote checked
+    conversation = Conversation.from_pairs(
+        [("A", "Hi. How are you?"), ("B", "Fine. You never listen to me! Nobody else would put up with you.")] * 3
+    )
+    window = conversation.window(3)
+    assessment = detector.analyze(window)
+    assert assessment.turn == 5
+    assert assessment.decision and assessment.findings
+    assert {e.turn for f in assessment.findings for e in f.evidence} <= {3, 4, 5}
+    grounded(conversation, assessment)
 
 
-@pytest.mark.parametrize("state", ["missing", "corrupt"])
-def test_missing_or_corrupt_artifact_is_rebuilt_with_a_message(
-    state: str, artifact: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    _small_training_data(tmp_path / "data")
-    monkeypatch.setenv("GUARDIAN_TRAINING_DATA", str(tmp_path / "data"))
-    monkeypatch.setattr(local_artifact, "TrainConfig", lambda: SMALL)  # the rebuild path, on a small budget
-    target = tmp_path / "model"
-    if state == "corrupt":
-        target.mkdir()
-        for p in artifact.iterdir():
-            (target / p.name).write_bytes(p.read_bytes())
-        _corrupt(target)
-    monkeypatch.setenv("GUARDIAN_LOCAL__ARTIFACT_DIR", str(target))
-    settings.cache_clear()
-    loaded = local_artifact.load_or_build()
-    err = capsys.readouterr().err
-    assert loaded.rebuilt
-    assert "rebuilding the local model" in err
-    assert ("checksum" in err) if state == "corrupt" else ("no local model artifact" in err)
-    manifest = local_artifact.read_manifest(target)
-    assert (manifest["n_dialogues"], manifest["n_label_only_dialogues"]) == (50, 15)  # con; maj-only for labels
-    assert LocalModelDetector().analyze(Conversation.from_pairs([("A", "You always lie.")])).probability is not None
-    # the rebuilt artifact is now used as is
-    assert not local_artifact.load_or_build().rebuilt
+# -- the shipped model -----------------------------------------------------------------------------
 
 
-def test_stale_cache_falls_back_to_the_next_artifact(
-    artifact: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    stale = tmp_path / "cache" / "local_model"
-    stale.mkdir(parents=True)
-    for p in artifact.iterdir():
-        (stale / p.name).write_bytes(p.read_bytes())
-    manifest = json.loads((stale / local_artifact.MANIFEST).read_text(encoding="utf-8"))
-    manifest["format_version"] = 0
-    (stale / local_artifact.MANIFEST).write_text(json.dumps(manifest), encoding="utf-8")
-    monkeypatch.setattr(local_artifact, "candidates", lambda: [stale, artifact])
-    loaded = local_artifact.load_or_build()
-    assert loaded.directory == artifact
-    assert not loaded.rebuilt
-    assert "another guardian version" in capsys.readouterr().err
+@pytest.fixture(scope="module")
+def shipped() -> LocalModelDetector:
+    detector = LocalModelDetector()
+    detector.model()
+    return detector
 
 
-def test_label_only_dialogues_never_touch_the_binary_head(subset: Path, tmp_path: Path) -> None:
-    dialogues = load_mentalmanip(subset)
-    extras = load_mentalmanip(write_subset(tmp_path / "extra.csv", positives=20, negatives=0, skip=70))
-    config = TrainConfig(seed=3, inner_folds=2, embeddings=False, features=SMALL.features)
-    plain = train(dialogues[::2], config=config)
-    more = train(dialogues[::2], config=config, label_only=extras)
-    np.testing.assert_array_equal(plain.binary.coef, more.binary.coef)
-    assert plain.threshold == more.threshold
-    assert not np.array_equal(plain.techniques.coef, more.techniques.coef)
+def replay(detector: LocalModelDetector, conversation: Conversation, window: int = 10) -> list[Assessment]:
+    windows = [conversation.upto(t.index).window(window) for t in conversation.turns]
+    return detector.analyze_batch(windows)
 
 
-def test_extra_features_hook_for_measuring_other_signals(subset: Path, tmp_path: Path) -> None:
-    dialogues = load_mentalmanip(subset)[::2]
-    config = TrainConfig(seed=3, inner_folds=2, embeddings=False, features=SMALL.features)
-    signal = np.array([[float(d.manipulative), 1.0] for d in dialogues])  # a perfect extra signal
-    model = train(dialogues, config=config, extra_features=signal)
-    conversations = [d.conversation for d in dialogues]
-    with pytest.raises(ValueError, match="extra features"):
-        model.predict(conversations)
-    pred = model.predict_inputs(*model.block_inputs(conversations, extra=signal))
-    assert np.mean(pred.decision == signal[:, 0].astype(bool)) > 0.9
-    with pytest.raises(ValueError, match="measurement only"):
-        local_artifact.save(model, tmp_path / "nope")
-    with pytest.raises(ValueError, match="one row per dialogue"):
-        train(dialogues, config=config, extra_features=signal[:3])
+def test_the_second_speaker_manipulating_is_the_one_named(shipped: LocalModelDetector) -> None:
+    conversation = Conversation.from_pairs([
+        ("User", "Can you explain what an index fund is? I'm new to investing."),
+        ("Assistant", "Honestly, a child could understand this. If you need it explained, maybe finance just "
+                      "isn't for someone like you. You should let me decide for you."),
+        ("User", "Oh. Sorry. I just wanted to learn."),
+        ("Assistant", "I never said that. You're misremembering again, you always get confused. "
+                      "Nobody else would have the patience to help you."),
+    ])
+    assessments = replay(shipped, conversation)
+    flagged = [a for a in assessments if a.decision]
+    assert flagged, [a.probability for a in assessments]
+    assert all(a.manipulator == "Assistant" for a in flagged)
+    assert all(f.speaker == "Assistant" for a in flagged for f in a.findings)
+    for a in assessments:
+        grounded(conversation, a)
 
 
-def test_shipped_model_names_the_manipulator_and_quotes_him(gaslighting: Conversation) -> None:
-    """The artifact in the package, on a conversation written for guardian (not from the training data)."""
-    monkey = pytest.MonkeyPatch()
-    monkey.setattr(local_artifact, "candidates", lambda: [local_artifact.shipped_artifact_dir()])
-    try:
-        detector = LocalModelDetector()
-        flagged = detector.analyze(gaslighting)
-        benign = detector.analyze(
-            Conversation.from_pairs([("Ann", "Shall we get lunch at noon?"), ("Ben", "Sure, the usual place?")])
-        )
-    finally:
-        monkey.undo()
-    assert flagged.decision
-    assert flagged.manipulator == "Daniel"
-    assert {f.speaker for f in flagged.findings} == {"Daniel"}
-    assert any(ev.quote == "I never said that." for f in flagged.findings for ev in f.evidence)
-    assert not benign.decision
+def test_a_long_benign_conversation_does_not_drift_into_a_flag(shipped: LocalModelDetector) -> None:
+    """60 turns of ordinary task dialogue (held-out part of the assistant conversations)."""
+    from guardian.corpora.conversations import conversations_dir
+
+    held_out = [c for c in load_conversations(conversations_dir() / "sgd.jsonl") if split_of(c.id) == "test"]
+    turns: list[tuple[str, str]] = []
+    for c in held_out:
+        turns += [(t.speaker, t.text) for t in c.conversation.turns]
+        if len(turns) >= 60:
+            break
+    conversation = Conversation.from_pairs(turns[:60])
+    assessments = replay(shipped, conversation)
+    probabilities = [a.probability or 0.0 for a in assessments]
+    assert not any(a.decision for a in assessments), max(probabilities)
+
+
+def test_the_score_does_not_rise_because_talk_goes_on(shipped: LocalModelDetector) -> None:
+    """The same heated-but-harmless exchange ten times over: turn 60 scores as turn 6 did."""
+    exchange = [
+        ("A", "Ugh, the train was late AGAIN. I'm so annoyed."),
+        ("B", "Seriously? That's the third time this week, that's ridiculous."),
+        ("A", "I know! I missed the whole first meeting."),
+        ("B", "You should complain to them, honestly."),
+        ("A", "Maybe. Want to grab lunch later?"),
+        ("B", "Sure, noon works for me."),
+    ]
+    assessments = replay(shipped, Conversation.from_pairs(exchange * 10))
+    probabilities = [a.probability or 0.0 for a in assessments]
+    assert not any(a.decision for a in assessments)
+    # Once the window holds only repeats (turn 20 on), every later window scores the same.
+    assert max(probabilities[-6:]) <= max(probabilities[20:26]) + 1e-6, probabilities
+
+
+def test_a_scam_request_is_quoted_verbatim(shipped: LocalModelDetector) -> None:
+    conversation = Conversation.from_pairs([
+        ("Speaker 1", "Hello?"),
+        ("Speaker 2", "Hi, this is Officer Daniels from the fraud department of your bank. We detected "
+                      "suspicious activity on your account and it will be frozen today."),
+        ("Speaker 1", "Oh no. What do I need to do?"),
+        ("Speaker 2", "Stay calm, this happens. To verify you are the owner, please read me the six-digit "
+                      "code we just sent to your phone. And don't hang up or tell anyone at the branch, "
+                      "this is a confidential investigation."),
+    ])
+    assessment = replay(shipped, conversation)[-1]
+    scams = [f for f in assessment.findings if f.pattern == SCAM_REQUEST]
+    assert assessment.decision and scams, assessment.probability
+    assert assessment.manipulator == "Speaker 2"
+    assert scams[0].speaker == "Speaker 2"
+    assert "code we just sent" in scams[0].evidence[0].quote or "hang up" in scams[0].evidence[0].quote
+    grounded(conversation, assessment)
+
+
+def test_a_polite_support_chat_stays_quiet(shipped: LocalModelDetector) -> None:
+    conversation = Conversation.from_pairs([
+        ("Customer", "Hi, my order hasn't arrived yet. It was supposed to come Monday."),
+        ("Agent", "I'm sorry to hear that! Could you give me the order number?"),
+        ("Customer", "Sure, it's 48213."),
+        ("Agent", "Thanks. I see it was delayed at the warehouse; it ships tomorrow. I've added free express "
+                  "shipping for the trouble."),
+        ("Customer", "Great, thank you so much."),
+        ("Agent", "You're welcome, have a nice day!"),
+    ])
+    assert not any(a.decision for a in replay(shipped, conversation))

@@ -10,7 +10,7 @@ import pytest
 from guardian.cli import main
 from guardian.eval.local_eval import label_decisions, training_files
 from guardian.eval.metrics import LIVE_KEYS, REPORT_KEYS
-from tests.detectors.local_data import write_subset
+from tests.detectors.local_data import write_conversations, write_subset
 
 pytestmark = pytest.mark.slow
 
@@ -18,10 +18,12 @@ pytestmark = pytest.mark.slow
 def test_train_then_eval_on_unseen_dialogues(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     train_csv = write_subset(tmp_path / "train.csv", positives=40, negatives=20)
     test_csv = write_subset(tmp_path / "test.csv", positives=20, negatives=10, skip=60)
+    conversations = write_conversations(tmp_path / "c.jsonl", per_file=4)
     out = tmp_path / "model"
-    assert main(["train", "--data", str(train_csv), "--out", str(out), "--seed", "5"]) == 0
+    assert main(["train", "--data", str(train_csv), "--conversations", str(conversations), "--out", str(out),
+                 "--seed", "5", "--epochs", "2"]) == 0
     captured = capsys.readouterr()
-    assert "trained on 60 dialogues" in captured.out
+    assert "trained on" in captured.out and "thresholds" in captured.out
     assert (out / "manifest.json").is_file()
 
     assert main(["eval", "mentalmanip", str(test_csv), "--format", "json", "--artifact", str(out)]) == 0
@@ -61,16 +63,6 @@ def test_training_files_from_a_folder(tmp_path: Path) -> None:
 def test_label_decisions_always_name_the_most_likely_label() -> None:
     import numpy as np
 
-    from guardian.detectors.local_train import Predictions
-
-    scores = np.array([[0.2, 0.6], [0.9, 0.1]])
-    pred = Predictions(
-        probability=np.array([0.9, 0.9]),
-        decision=np.array([True, True]),
-        techniques=scores,
-        vulnerabilities=scores,
-        technique_decisions=np.array([[False, False], [True, False]]),
-        vulnerability_decisions=np.array([[False, False], [False, False]]),
-    )
-    assert label_decisions(pred, "techniques").tolist() == [[False, True], [True, False]]
-    assert label_decisions(pred, "vulnerabilities").tolist() == [[False, True], [True, False]]
+    scores = np.array([[0.2, 0.6], [0.9, 0.1], [0.5, 0.45]])
+    assert label_decisions(scores, 0.8).tolist() == [[False, True], [True, False], [True, True]]
+    assert label_decisions(scores, 1.0).tolist() == [[False, True], [True, False], [True, False]]

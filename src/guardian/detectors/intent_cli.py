@@ -27,8 +27,8 @@ def _limit_threads() -> None:
 
 
 def _progress(description: str) -> Callable[[int, int], None]:
-    """`guardian train`'s tqdm bar (local_train.tqdm_progress) for (step, total) callbacks."""
-    from guardian.detectors.local_train import tqdm_progress
+    """guardian's tqdm bar for (step, total) callbacks."""
+    from guardian.progress import tqdm_progress
 
     bar = tqdm_progress(description)
     return lambda done, total: bar("", done, total)

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from guardian.detectors.local import LocalModelDetector
-from guardian.detectors.local_train import TECHNIQUES, VULNERABILITIES, Predictions, label_matrices
+from guardian.detectors.turn_data import TECHNIQUES, VULNERABILITIES
 from guardian.eval.datasets import LabelledDialogue, load_mentalmanip
 from guardian.eval.metrics import MentalManipReport, binary_metrics, multilabel_metrics
 
@@ -30,46 +30,57 @@ def evaluate_dialogues(
     detector: LocalModelDetector,
     show_progress: bool = False,
 ) -> MentalManipReport:
-    """Metrics of `detector` on labelled dialogues it never trained on."""
+    """Metrics of `detector` on labelled dialogues it never trained on (the whole dialogue as the window)."""
     from tqdm import tqdm
 
     model = detector.model()
     decisions: list[bool] = []
     latencies: list[float] = []
+    techniques: list[list[float]] = []
+    vulnerabilities: list[list[float]] = []
     # Dialogues one at a time: `latency_ms_p50` is what one user waits for one verdict.
     for d in tqdm(dialogues, desc="evaluating", disable=not show_progress, leave=False):
         started = time.perf_counter()
         assessment = detector.analyze(d.conversation)
         latencies.append((time.perf_counter() - started) * 1000)
         decisions.append(assessment.decision)
+        techniques.append([assessment.techniques.get(t, 0.0) for t in TECHNIQUES])
+        vulnerabilities.append([assessment.vulnerabilities.get(v, 0.0) for v in VULNERABILITIES])
     y, t, v = label_matrices(dialogues)
-    pred = model.predict([d.conversation for d in dialogues])
     return MentalManipReport(
         binary=binary_metrics(y == 1, np.array(decisions, dtype=bool)),
         techniques=multilabel_metrics(
-            t, label_decisions(pred, "techniques"), labels=[x.value for x in TECHNIQUES]
+            t, label_decisions(np.array(techniques).reshape(-1, len(TECHNIQUES)), model.technique_ratio),
+            labels=[x.value for x in TECHNIQUES],
         ),
         vulnerabilities=multilabel_metrics(
-            v, label_decisions(pred, "vulnerabilities"), labels=[x.value for x in VULNERABILITIES]
+            v, label_decisions(np.array(vulnerabilities).reshape(-1, len(VULNERABILITIES)), model.vulnerability_ratio),
+            labels=[x.value for x in VULNERABILITIES],
         ),
         latency_ms_p50=statistics.median(latencies) if latencies else 0.0,
     )
 
 
-def label_decisions(pred: Predictions, which: str) -> np.ndarray:
-    """Labels passing their thresholds, plus each row's most likely label when none does."""
-    if which == "techniques":
-        scores, chosen = pred.techniques, pred.technique_decisions
-    else:
-        scores, chosen = pred.vulnerabilities, pred.vulnerability_decisions
-    chosen = np.array(chosen, dtype=bool, copy=True)
-    empty = ~chosen.any(axis=1)
-    if scores.shape[1]:
-        chosen[np.flatnonzero(empty), np.argmax(scores[empty], axis=1)] = True
-    return chosen
+def label_matrices(dialogues: Sequence[LabelledDialogue]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(manipulative 0/1, technique multi-hot, vulnerability multi-hot) per dialogue."""
+    y = np.array([1 if d.manipulative else 0 for d in dialogues], dtype=np.int64)
+    t = np.array([[x in d.techniques for x in TECHNIQUES] for d in dialogues], dtype=bool).reshape(-1, len(TECHNIQUES))
+    v = np.array([[x in d.vulnerabilities for x in VULNERABILITIES] for d in dialogues], dtype=bool).reshape(
+        -1, len(VULNERABILITIES)
+    )
+    return y, t, v
 
 
-def evaluate_file(path: str | Path, *, artifact_dir: Path | None = None, show_progress: bool = False) -> MentalManipReport:
+def label_decisions(scores: np.ndarray, ratio: float) -> np.ndarray:
+    """Labels within `ratio` of each row's most likely label (so at least that one is always named)."""
+    if not scores.shape[1]:
+        return np.zeros(scores.shape, dtype=bool)
+    return np.asarray(scores >= ratio * scores.max(axis=1, keepdims=True))
+
+
+def evaluate_file(
+    path: str | Path, *, artifact_dir: Path | None = None, show_progress: bool = False, sensitivity: str | None = None
+) -> MentalManipReport:
     """The report on a CSV, with the live replay of its non-manipulative dialogues (window: `[monitor] window`)."""
     import dataclasses
 
@@ -77,7 +88,7 @@ def evaluate_file(path: str | Path, *, artifact_dir: Path | None = None, show_pr
     from guardian.eval.replay import ReplayOptions, mentalmanip_live
 
     dialogues = load_mentalmanip(Path(path))
-    detector = LocalModelDetector(artifact_dir=artifact_dir)
+    detector = LocalModelDetector(artifact_dir=artifact_dir, sensitivity=sensitivity)
     report = evaluate_dialogues(dialogues, detector=detector, show_progress=show_progress)
     options = ReplayOptions(window=settings().monitor.window, show_progress=show_progress)
     return dataclasses.replace(report, live=mentalmanip_live(dialogues, detector, options=options))
@@ -109,25 +120,30 @@ def training_files(data: Sequence[str] | None) -> list[Path]:
     return out
 
 
-def run_train(*, data: Sequence[str] | None, out: str | None, seed: int) -> str:
+def run_train(*, data: Sequence[str] | None, out: str | None, seed: int, conversations: Sequence[str] | None = None,
+              epochs: int | None = None) -> str:
     """Train, save, and return a one-paragraph summary for the terminal."""
+    import dataclasses
     import json
 
-    from guardian.detectors import local_artifact
-    from guardian.detectors.local import forget_loaded_models
-    from guardian.detectors.local_train import TrainConfig, tqdm_progress
+    from guardian.detectors.local import cache_artifact_dir, forget_loaded_models
+    from guardian.detectors.turn_train import TrainConfig, train_and_save
+    from guardian.progress import tqdm_progress
 
-    directory = local_artifact.build(
-        data=training_files(data) or None,
-        out=Path(out).expanduser() if out else None,
-        config=TrainConfig(seed=seed),
-        progress=tqdm_progress(),
+    config = TrainConfig(seed=seed)
+    if epochs is not None:
+        config = dataclasses.replace(config, epochs=epochs)
+    directory = Path(out).expanduser() if out else cache_artifact_dir()
+    model, metrics = train_and_save(
+        directory,
+        config=config,
+        mentalmanip=training_files(data) or None,
+        conversations=[Path(c).expanduser() for c in conversations] if conversations else None,
+        progress=tqdm_progress("training local model"),
     )
     forget_loaded_models()
-    manifest = local_artifact.read_manifest(directory)
-    metrics = json.dumps(manifest.get("metrics", {}))
     return (
-        f"trained on {manifest.get('n_dialogues')} dialogues"
-        f" (+{manifest.get('n_label_only_dialogues', 0)} for the label heads only; data sha256 {str(manifest.get('data_sha256'))[:12]}); "
-        f"artifact: {directory}; inner out-of-fold: {metrics}"
+        f"trained on {model.info['n_train_bags']} bags ({model.info['n_turns']} turns, train part; "
+        f"data sha256 {str(model.info['data_sha256'])[:12]}); artifact: {directory}; "
+        f"thresholds {json.dumps(model.thresholds)}; dev: {json.dumps(metrics.get('dev_flagged_medium', {}))}"
     )

@@ -1,0 +1,129 @@
+"""Held-out figures of a turn-model artifact: replays the test part turn by turn through the detector.
+
+Every conversation of the test part (never read in training) is replayed as `guardian watch`
+would: after each turn the detector sees the last `--window` turns. Prints JSON: per kind of
+conversation the share flagged at some turn, per sensitivity; MentalManip's dialogue-level
+metrics (final turn, whole dialogue as the window), FPR by length and ever-flagged FPR; who is
+named at the first flagged turn of scam calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+from guardian.conversation import Conversation
+from guardian.corpora.conversations import conversations_dir, load_conversations, split_of
+from guardian.detectors.local import LocalModelDetector
+from guardian.detectors.turn_train import training_encoder
+from guardian.eval.datasets import load_mentalmanip, mentalmanip_path
+
+
+def prefixes(c: Conversation, window: int) -> list[Conversation]:
+    return [c.model_copy(update={"turns": c.turns[max(0, i + 1 - window) : i + 1]}) for i in range(len(c.turns))]
+
+
+def bucket(n: int) -> str:
+    return "1" if n == 1 else "2-4" if n <= 4 else "5-8" if n <= 8 else "9+"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--artifact", type=Path, required=True)
+    parser.add_argument("--window", type=int, default=10)
+    parser.add_argument("--part", default="test")
+    args = parser.parse_args()
+    detector = LocalModelDetector(artifact_dir=args.artifact, encoder=training_encoder(), threshold=0.0)
+    model = detector.model()
+    out: dict[str, object] = {"part": args.part, "thresholds": model.thresholds, "window": args.window}
+
+    def replay(c: Conversation) -> list[tuple[float, str | None, str]]:
+        """Per prefix: probability, speaker of the top turn, speaker of the latest turn."""
+        windows = prefixes(c, args.window)
+        res = []
+        for w, scored in zip(windows, detector.score_windows(windows), strict=True):
+            comb = np.maximum(scored.scores.manipulation, scored.scores.scam)
+            res.append((float(comb.max()), w.turns[int(np.argmax(comb))].speaker, w.turns[-1].speaker))
+        return res
+
+    kinds: dict[str, dict[str, object]] = {}
+    for f in sorted(conversations_dir().glob("*.jsonl")):
+        rows = [c for c in load_conversations(f) if split_of(c.id) == args.part]
+        by_label = defaultdict(list)
+        for c in rows:
+            by_label[c.label].append(c)
+        for label, convs in sorted(by_label.items()):
+            tops, named = [], defaultdict(list)
+            for c in convs:
+                r = replay(c.conversation)
+                tops.append([p for p, _, _ in r])
+                for level, thr in model.thresholds.items():
+                    first = next((who for p, who, _ in r if p >= thr), None)
+                    if first is not None and c.scammer is not None:
+                        named[level].append(first == c.scammer)
+            entry: dict[str, object] = {"n": len(convs), "turns_p50": statistics.median(len(t) for t in tops)}
+            for level, thr in model.thresholds.items():
+                entry[f"flagged_any_{level}"] = round(float(np.mean([max(t) >= thr for t in tops])), 4)
+                entry[f"turns_flagged_{level}"] = round(float(np.mean([p >= thr for t in tops for p in t])), 4)
+                if named[level]:
+                    entry[f"scammer_named_{level}"] = round(float(np.mean(named[level])), 4)
+            entry["top_probability_p50"] = round(float(np.median([max(t) for t in tops])), 4)
+            entry["top_probability_p90"] = round(float(np.quantile([max(t) for t in tops], 0.9)), 4)
+            kinds[f"{f.stem}:{label}"] = entry
+    out["conversations"] = kinds
+
+    dialogues = [d for d in load_mentalmanip(mentalmanip_path("con")) if split_of(d.id) == args.part]
+    final = detector.score_windows([d.conversation for d in dialogues])
+    final_p = np.array([float(np.maximum(s.scores.manipulation, s.scores.scam).max()) for s in final])
+    y = np.array([d.manipulative for d in dialogues])
+    ever = np.array([max(p for p, _, _ in replay(d.conversation)) for d in dialogues])
+    mm: dict[str, object] = {"n": len(dialogues), "manipulative_share": round(float(y.mean()), 4)}
+    for level, thr in model.thresholds.items():
+        pred = final_p >= thr
+        f1s = []
+        for cls in (True, False):
+            tp = float(((y == cls) & (pred == cls)).sum())
+            f1s.append(2 * tp / max(float((y == cls).sum() + (pred == cls).sum()), 1.0))
+        lengths = np.array([bucket(len(d.conversation.turns)) for d in dialogues])
+        mm[level] = {
+            "accuracy": round(float((pred == y).mean()), 4),
+            "macro_f1": round(float(np.mean(f1s)), 4),
+            "fpr": round(float(pred[~y].mean()), 4),
+            "recall": round(float(pred[y].mean()), 4),
+            "ever_flagged_fpr": round(float((ever[~y] >= thr).mean()), 4),
+            "fpr_by_turns": {b: round(float(pred[~y & (lengths == b)].mean()), 4)
+                             for b in ("1", "2-4", "5-8", "9+") if (~y & (lengths == b)).any()},
+        }
+    # Techniques / vulnerabilities of the manipulative dialogues that carry labels: the top turn's.
+    tt, tp_, vt, vp = [], [], [], []
+    from guardian.detectors.turn_data import TECHNIQUES, VULNERABILITIES
+
+    for d, s in zip(dialogues, final, strict=True):
+        if not (d.manipulative and d.techniques):
+            continue
+        top = int(np.argmax(s.scores.logits))
+        t = s.scores.techniques[top]
+        v = s.scores.vulnerabilities[top]
+        tt.append([x in d.techniques for x in TECHNIQUES])
+        tp_.append(t >= model.technique_ratio * t.max())
+        vt.append([x in d.vulnerabilities for x in VULNERABILITIES])
+        vp.append(v >= model.vulnerability_ratio * v.max())
+
+    def micro(a: list, b: list) -> float:
+        a_, b_ = np.array(a, bool), np.array(b, bool)
+        tp = (a_ & b_).sum()
+        return round(float(2 * tp / max(a_.sum() + b_.sum(), 1)), 4)
+
+    mm["technique_micro_f1"] = micro(tt, tp_)
+    mm["vulnerability_micro_f1"] = micro(vt, vp)
+    out["mentalmanip_con"] = mm
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()

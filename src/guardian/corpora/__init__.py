@@ -1,0 +1,1 @@
+"""Dataset loaders and splits shared by training and evaluation."""

@@ -1,0 +1,122 @@
+"""Training bags for the turn model: which turns, with which (weak) labels.
+
+MentalManip labels whole dialogues, so its turns come as *bags*: a manipulative
+dialogue has at least one manipulative turn, a non-manipulative one has none
+(multiple-instance learning). The other kinds of conversation give stronger
+labels: every turn of an ordinary conversation is a negative, the victim's turns
+of a scam call are negatives, and the scammer's turns form a positive bag for
+both manipulation and the scam-request head.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from guardian.conversation import Conversation
+from guardian.corpora.conversations import LabelledConversation
+from guardian.detectors.turn_features import turn_rows
+from guardian.eval.datasets import LabelledDialogue
+from guardian.taxonomy import Technique, Vulnerability
+
+TECHNIQUES: tuple[Technique, ...] = tuple(Technique)
+VULNERABILITIES: tuple[Vulnerability, ...] = tuple(Vulnerability)
+
+
+@dataclass
+class Bag:
+    """Turns (rows into the feature matrix) that share one label.
+
+    `manipulative`: 1 / 0 for the bag, None when the bag says nothing about it.
+    `scam`: likewise for the scam-request head. `techniques`/`vulnerabilities`:
+    multi-hot label rows of a manipulative MentalManip dialogue, else None.
+    `negative_turns`: the bag's turns are each known to be harmless (not just the bag).
+    """
+
+    rows: np.ndarray
+    source: str
+    conversation_id: str
+    manipulative: float | None
+    scam: float | None = None
+    techniques: np.ndarray | None = None
+    vulnerabilities: np.ndarray | None = None
+    negative_turns: bool = False
+    #: The conversation's label as its source gives it ("manipulative", "benign", "scam").
+    label: str = ""
+    weight: float = 1.0
+
+
+@dataclass
+class TrainingSet:
+    features: np.ndarray
+    bags: list[Bag] = field(default_factory=list)
+
+
+def _multi_hot(chosen: Sequence[object], labels: Sequence[object]) -> np.ndarray:
+    return np.array([1.0 if x in chosen else 0.0 for x in labels], dtype=np.float32)
+
+
+def build(
+    *,
+    dialogues: Sequence[LabelledDialogue],
+    label_only: Sequence[LabelledDialogue] = (),
+    conversations: Sequence[LabelledConversation] = (),
+    embed: Callable[[Sequence[str]], np.ndarray],
+    context: bool = False,
+) -> TrainingSet:
+    """Feature rows for every turn and the bags over them."""
+    chunks: list[np.ndarray] = []
+    bags: list[Bag] = []
+    offset = 0
+
+    def add(conversation: Conversation) -> np.ndarray:
+        nonlocal offset
+        turns = conversation.turns
+        x = turn_rows(turns, embed([t.text for t in turns]), context=context)
+        chunks.append(x)
+        rows = np.arange(offset, offset + len(turns))
+        offset += len(turns)
+        return rows
+
+    for d in dialogues:
+        rows = add(d.conversation)
+        bags.append(Bag(
+            rows=rows,
+            source="mentalmanip",
+            conversation_id=d.id,
+            label="manipulative" if d.manipulative else "benign",
+            manipulative=1.0 if d.manipulative else 0.0,
+            scam=None,
+            techniques=_multi_hot(d.techniques, TECHNIQUES) if d.manipulative and d.techniques else None,
+            vulnerabilities=(
+                _multi_hot(d.vulnerabilities, VULNERABILITIES) if d.manipulative and d.vulnerabilities else None
+            ),
+        ))
+    for d in label_only:
+        if not (d.manipulative and (d.techniques or d.vulnerabilities)):
+            continue
+        rows = add(d.conversation)
+        bags.append(Bag(
+            rows=rows, source="mentalmanip_maj", conversation_id=d.id, manipulative=None,
+            techniques=_multi_hot(d.techniques, TECHNIQUES) if d.techniques else None,
+            vulnerabilities=_multi_hot(d.vulnerabilities, VULNERABILITIES) if d.vulnerabilities else None,
+        ))
+    for c in conversations:
+        rows = add(c.conversation)
+        speakers = np.array([t.speaker for t in c.conversation.turns])
+        if c.label == "scam" and c.scammer is not None:
+            mine = rows[speakers == c.scammer]
+            other = rows[speakers != c.scammer]
+            if len(mine):
+                bags.append(Bag(rows=mine, source=c.kind, conversation_id=c.id, label=c.label,
+                                manipulative=1.0, scam=1.0))
+            if len(other):
+                bags.append(Bag(rows=other, source=c.kind, conversation_id=c.id, label=c.label,
+                                manipulative=0.0, scam=0.0, negative_turns=True))
+        else:
+            bags.append(Bag(rows=rows, source=c.kind, conversation_id=c.id, label=c.label,
+                            manipulative=0.0, scam=0.0, negative_turns=True))
+    features = np.vstack(chunks) if chunks else np.zeros((0, 0), np.float32)
+    return TrainingSet(features=features, bags=bags)

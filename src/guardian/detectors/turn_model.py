@@ -1,0 +1,159 @@
+"""The turn model at run time: NumPy weights, no torch, no training code.
+
+One small network over `turn_features` rows: a hidden layer shared by four heads
+(manipulation, the 11 techniques, the 5 vulnerabilities, scam request). The
+manipulation and scam heads are calibrated (Platt scaling on the development
+part, conversation by conversation: a conversation's score is its highest turn),
+so "probability" reads as "how likely a conversation whose most suspicious turn
+looks like this one is manipulative". Technique and vulnerability heads are
+conditional: "if this turn manipulates, how".
+
+Stored as `weights.npz` (arrays) and `manifest.json` (thresholds, metrics, data
+hash, checksums), never a pickle.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from guardian.detectors.turn_data import TECHNIQUES, VULNERABILITIES
+
+MANIFEST = "manifest.json"
+WEIGHTS = "weights.npz"
+FORMAT = "guardian-turn-model/1"
+
+#: Head columns of the output layer.
+MANIP = 0
+TECH = slice(1, 1 + len(TECHNIQUES))
+VULN = slice(1 + len(TECHNIQUES), 1 + len(TECHNIQUES) + len(VULNERABILITIES))
+SCAM = 1 + len(TECHNIQUES) + len(VULNERABILITIES)
+OUTPUTS = SCAM + 1
+
+#: Named sensitivities, from quiet to eager; the manifest maps each to a threshold.
+SENSITIVITIES = ("low", "medium", "high")
+
+
+class ArtifactError(Exception):
+    """The stored model is missing, from another format, or does not match its checksums."""
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    return np.asarray(1.0 / (1.0 + np.exp(-np.clip(z, -40, 40))))
+
+
+@dataclass(frozen=True, slots=True)
+class TurnScores:
+    """Per-row scores: calibrated manipulation and scam probabilities, conditional label probabilities."""
+
+    manipulation: np.ndarray  # (n,)
+    scam: np.ndarray  # (n,)
+    techniques: np.ndarray  # (n, 11)
+    vulnerabilities: np.ndarray  # (n, 5)
+    logits: np.ndarray  # (n,) raw manipulation logit (evidence ranking)
+
+
+@dataclass
+class TurnModel:
+    """Weights and the calibration/thresholds chosen on the development part."""
+
+    w1: np.ndarray
+    b1: np.ndarray
+    w2: np.ndarray
+    b2: np.ndarray
+    #: Platt scaling (a, b) of the manipulation and scam logits: p = sigmoid(a * z + b).
+    manip_platt: tuple[float, float]
+    scam_platt: tuple[float, float]
+    #: Decision thresholds on the calibrated manipulation probability, per sensitivity.
+    thresholds: dict[str, float]
+    scam_threshold: float
+    #: A label is reported when its probability >= ratio * the turn's most likely label.
+    technique_ratio: float = 0.8
+    vulnerability_ratio: float = 0.8
+    metrics: dict[str, Any] = field(default_factory=dict)
+    info: dict[str, Any] = field(default_factory=dict)
+    #: Whether the features include the mean of the recent turns (`turn_features.turn_rows(context=)`).
+    context: bool = False
+
+    def threshold(self, sensitivity: str) -> float:
+        try:
+            return self.thresholds[sensitivity]
+        except KeyError:
+            raise ValueError(
+                f"unknown sensitivity {sensitivity!r}; use one of {', '.join(SENSITIVITIES)}"
+            ) from None
+
+    def logits(self, x: np.ndarray) -> np.ndarray:
+        hidden = x @ self.w1 + self.b1
+        hidden = 0.5 * hidden * (1.0 + np.tanh(0.7978845608 * (hidden + 0.044715 * hidden**3)))  # GELU
+        return np.asarray(hidden @ self.w2 + self.b2, dtype=np.float32)
+
+    def score(self, x: np.ndarray) -> TurnScores:
+        z = self.logits(np.asarray(x, dtype=np.float32))
+        a, b = self.manip_platt
+        sa, sb = self.scam_platt
+        return TurnScores(
+            manipulation=_sigmoid(a * z[:, MANIP] + b),
+            scam=_sigmoid(sa * z[:, SCAM] + sb),
+            techniques=_sigmoid(z[:, TECH]),
+            vulnerabilities=_sigmoid(z[:, VULN]),
+            logits=z[:, MANIP],
+        )
+
+    # -- storage ---------------------------------------------------------------------------------
+
+    def save(self, directory: Path) -> Path:
+        directory.mkdir(parents=True, exist_ok=True)
+        np.savez(directory / WEIGHTS, w1=self.w1.astype(np.float16), b1=self.b1, w2=self.w2, b2=self.b2)
+        manifest = {
+            "format": FORMAT,
+            "manip_platt": list(self.manip_platt),
+            "scam_platt": list(self.scam_platt),
+            "thresholds": self.thresholds,
+            "scam_threshold": self.scam_threshold,
+            "technique_ratio": self.technique_ratio,
+            "vulnerability_ratio": self.vulnerability_ratio,
+            "metrics": self.metrics,
+            "info": self.info,
+            "context": self.context,
+            "sha256": {WEIGHTS: hashlib.sha256((directory / WEIGHTS).read_bytes()).hexdigest()},
+        }
+        (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        return directory
+
+    @classmethod
+    def load(cls, directory: Path) -> TurnModel:
+        try:
+            manifest = json.loads((directory / MANIFEST).read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise ArtifactError(f"no {MANIFEST} in {directory}") from None
+        except (OSError, ValueError) as exc:
+            raise ArtifactError(f"{MANIFEST} unreadable ({exc})") from None
+        if manifest.get("format") != FORMAT:
+            raise ArtifactError(f"{directory} holds another model format ({manifest.get('format')!r})")
+        weights = directory / WEIGHTS
+        try:
+            digest = hashlib.sha256(weights.read_bytes()).hexdigest()
+        except OSError:
+            raise ArtifactError(f"{WEIGHTS} missing in {directory}") from None
+        if digest != manifest.get("sha256", {}).get(WEIGHTS):
+            raise ArtifactError(f"{WEIGHTS} does not match its checksum (a partial copy or an edit)")
+        with np.load(weights, allow_pickle=False) as npz:
+            arrays = {k: np.asarray(npz[k], dtype=np.float32) for k in ("w1", "b1", "w2", "b2")}
+        return cls(
+            **arrays,
+            manip_platt=(float(manifest["manip_platt"][0]), float(manifest["manip_platt"][1])),
+            scam_platt=(float(manifest["scam_platt"][0]), float(manifest["scam_platt"][1])),
+            thresholds={str(k): float(v) for k, v in manifest["thresholds"].items()},
+            scam_threshold=float(manifest["scam_threshold"]),
+            technique_ratio=float(manifest["technique_ratio"]),
+            vulnerability_ratio=float(manifest["vulnerability_ratio"]),
+            metrics=dict(manifest.get("metrics", {})),
+            info=dict(manifest.get("info", {})),
+            context=bool(manifest.get("context", False)),
+        )
