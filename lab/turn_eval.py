@@ -38,18 +38,20 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=10)
     parser.add_argument("--part", default="test")
     args = parser.parse_args()
-    detector = LocalModelDetector(artifact_dir=args.artifact, encoder=training_encoder(), threshold=0.0)
+    encoder = training_encoder()
+    detector = LocalModelDetector(artifact_dir=args.artifact, encoder=encoder, threshold=0.0)
     model = detector.model()
+    by_level = {level: LocalModelDetector(artifact_dir=args.artifact, encoder=encoder, sensitivity=level)
+                for level in ("low", "medium", "high")}
+    if "assistant" in model.thresholds:  # the chatbot operating point (what the middleware uses)
+        by_level["assistant"] = LocalModelDetector(artifact_dir=args.artifact, encoder=encoder, kind="assistant")
     out: dict[str, object] = {"part": args.part, "thresholds": model.thresholds, "window": args.window}
 
-    def replay(c: Conversation) -> list[tuple[float, str | None, str]]:
-        """Per prefix: probability, speaker of the top turn, speaker of the latest turn."""
+    def replay(c: Conversation) -> dict[str, list[tuple[float, str | None]]]:
+        """Per sensitivity, per prefix: the detector's probability, and who it names when it flags (else None)."""
         windows = prefixes(c, args.window)
-        res = []
-        for w, scored in zip(windows, detector.score_windows(windows), strict=True):
-            comb = np.maximum(scored.scores.manipulation, scored.scores.scam)
-            res.append((float(comb.max()), w.turns[int(np.argmax(comb))].speaker, w.turns[-1].speaker))
-        return res
+        return {level: [(a.probability or 0.0, a.manipulator if a.decision else None)
+                        for a in d.analyze_batch(windows)] for level, d in by_level.items()}
 
     kinds: dict[str, dict[str, object]] = {}
     for f in sorted(conversations_dir().glob("*.jsonl")):
@@ -58,18 +60,19 @@ def main() -> None:
         for c in rows:
             by_label[c.label].append(c)
         for label, convs in sorted(by_label.items()):
-            tops, named = [], defaultdict(list)
+            tops, flags, named = [], defaultdict(list), defaultdict(list)
             for c in convs:
                 r = replay(c.conversation)
-                tops.append([p for p, _, _ in r])
-                for level, thr in model.thresholds.items():
-                    first = next((who for p, who, _ in r if p >= thr), None)
+                tops.append([p for p, _ in r["medium"]])
+                for level in by_level:
+                    flags[level].append([who is not None for _, who in r[level]])
+                    first = next((who for _, who in r[level] if who is not None), None)
                     if first is not None and c.scammer is not None:
                         named[level].append(first == c.scammer)
             entry: dict[str, object] = {"n": len(convs), "turns_p50": statistics.median(len(t) for t in tops)}
-            for level, thr in model.thresholds.items():
-                entry[f"flagged_any_{level}"] = round(float(np.mean([max(t) >= thr for t in tops])), 4)
-                entry[f"turns_flagged_{level}"] = round(float(np.mean([p >= thr for t in tops for p in t])), 4)
+            for level in by_level:
+                entry[f"flagged_any_{level}"] = round(float(np.mean([any(f) for f in flags[level]])), 4)
+                entry[f"turns_flagged_{level}"] = round(float(np.mean([x for f in flags[level] for x in f])), 4)
                 if named[level]:
                     entry[f"scammer_named_{level}"] = round(float(np.mean(named[level])), 4)
             entry["top_probability_p50"] = round(float(np.median([max(t) for t in tops])), 4)
@@ -79,12 +82,12 @@ def main() -> None:
 
     dialogues = [d for d in load_mentalmanip(mentalmanip_path("con")) if split_of(d.id) == args.part]
     final = detector.score_windows([d.conversation for d in dialogues])
-    final_p = np.array([float(np.maximum(s.scores.manipulation, s.scores.scam).max()) for s in final])
     y = np.array([d.manipulative for d in dialogues])
-    ever = np.array([max(p for p, _, _ in replay(d.conversation)) for d in dialogues])
+    replays = [replay(d.conversation) for d in dialogues]
     mm: dict[str, object] = {"n": len(dialogues), "manipulative_share": round(float(y.mean()), 4)}
-    for level, thr in model.thresholds.items():
-        pred = final_p >= thr
+    for level in by_level:
+        pred = np.array([a.decision for a in by_level[level].analyze_batch([d.conversation for d in dialogues])])
+        ever = np.array([any(who is not None for _, who in r[level]) for r in replays])
         f1s = []
         for cls in (True, False):
             tp = float(((y == cls) & (pred == cls)).sum())
@@ -95,7 +98,7 @@ def main() -> None:
             "macro_f1": round(float(np.mean(f1s)), 4),
             "fpr": round(float(pred[~y].mean()), 4),
             "recall": round(float(pred[y].mean()), 4),
-            "ever_flagged_fpr": round(float((ever[~y] >= thr).mean()), 4),
+            "ever_flagged_fpr": round(float(ever[~y].mean()), 4),
             "fpr_by_turns": {b: round(float(pred[~y & (lengths == b)].mean()), 4)
                              for b in ("1", "2-4", "5-8", "9+") if (~y & (lengths == b)).any()},
         }
@@ -104,15 +107,15 @@ def main() -> None:
     from guardian.detectors.turn_data import TECHNIQUES, VULNERABILITIES
 
     for d, s in zip(dialogues, final, strict=True):
-        if not (d.manipulative and d.techniques):
-            continue
         top = int(np.argmax(s.scores.logits))
         t = s.scores.techniques[top]
         v = s.scores.vulnerabilities[top]
-        tt.append([x in d.techniques for x in TECHNIQUES])
-        tp_.append(t >= model.technique_ratio * t.max())
-        vt.append([x in d.vulnerabilities for x in VULNERABILITIES])
-        vp.append(v >= model.vulnerability_ratio * v.max())
+        if d.manipulative and d.techniques:
+            tt.append([x in d.techniques for x in TECHNIQUES])
+            tp_.append(t >= model.technique_ratio * t.max())
+        if d.manipulative and d.vulnerabilities:
+            vt.append([x in d.vulnerabilities for x in VULNERABILITIES])
+            vp.append(v >= model.vulnerability_ratio * v.max())
 
     def micro(a: list, b: list) -> float:
         a_, b_ = np.array(a, bool), np.array(b, bool)
@@ -122,6 +125,15 @@ def main() -> None:
     mm["technique_micro_f1"] = micro(tt, tp_)
     mm["vulnerability_micro_f1"] = micro(vt, vp)
     out["mentalmanip_con"] = mm
+    # Hand-written user -> assistant exchanges (lab/data/chatbot_replies.jsonl: 10 plainly manipulative
+    # replies, 10 benign), the reply screened as the middleware would (flagged and the assistant named).
+    replies = load_conversations(Path(__file__).parent / "data" / "chatbot_replies.jsonl")
+    chatbot: dict[str, dict[str, int]] = {}
+    for level, d in by_level.items():
+        for c, a in zip(replies, d.analyze_batch([c.conversation for c in replies]), strict=True):
+            cell = chatbot.setdefault(level, {"manipulative": 0, "benign": 0})
+            cell[c.label] += int(a.decision and a.manipulator == "Assistant")
+    out["chatbot_replies_flagged_of_10"] = chatbot
     print(json.dumps(out, indent=1))
 
 

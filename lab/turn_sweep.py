@@ -17,6 +17,24 @@ def auc(pos: np.ndarray, neg: np.ndarray) -> float:
     return float((ranks[: len(pos)].sum() - len(pos) * (len(pos) + 1) / 2) / (len(pos) * len(neg)))
 
 
+def chatbot_check(model: object) -> dict[str, int]:
+    """Hand-written replies (lab/data/chatbot_replies.jsonl): flagged counts per label at each sensitivity."""
+    from pathlib import Path
+
+    from guardian.corpora.conversations import load_conversations
+    from guardian.detectors.local import LocalModelDetector
+
+    out: dict[str, int] = {}
+    for c in load_conversations(Path(__file__).parent / "data" / "chatbot_replies.jsonl"):
+        for level, kind in (("high", None), ("medium", None), ("medium", "assistant")):
+            detector = LocalModelDetector(sensitivity=level, kind=kind)
+            detector.model = lambda: model  # type: ignore[method-assign,assignment,return-value]
+            a = detector.analyze(c.conversation)
+            key = f"{c.label}_{kind or level}"
+            out[key] = out.get(key, 0) + int(a.decision and a.manipulator == "Assistant")
+    return out
+
+
 def main() -> None:
     context = "--context" in sys.argv
     corpus = load_corpus(context=context)
@@ -34,11 +52,13 @@ def main() -> None:
         kinds = np.array(s.kind)
         mm = kinds == "mentalmanip"
         metrics = calibrate(model, corpus)
+        replies = chatbot_check(model)
         best = min(history, key=lambda h: h["dev_loss"])
         print(json.dumps({
             "spec": spec, "best_epoch": best["epoch"],
             "mm_auc": round(auc(s.manip_logit[mm & s.positive], s.manip_logit[mm & ~s.positive]), 4),
             "high": metrics["dev_flagged_high"], "medium": metrics["dev_flagged_medium"],
+            "chatbot": replies,
             "tech": metrics["dev_technique_micro_f1"], "vuln": metrics["dev_vulnerability_micro_f1"],
         }), flush=True)
 

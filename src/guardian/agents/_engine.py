@@ -117,7 +117,8 @@ class DetectorPool:
                 made.append(spec)
                 continue
             try:
-                made.append(registry.create(spec))
+                # The built-in local model has an operating point for chatbot threads.
+                made.append(registry.create(spec, kind="assistant") if spec == "local" else registry.create(spec))
             except Exception as exc:
                 log.warning("guardian detector %s is unavailable: %s", spec, exc)
                 self._unavailable.append((spec, str(exc)))

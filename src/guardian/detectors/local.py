@@ -111,7 +111,12 @@ class _Scored:
 
 
 class LocalModelDetector(Detector):
-    """Turn-level MIL model over MiniLM features; loads its artifact once per process."""
+    """Turn-level MIL model over MiniLM features; loads its artifact once per process.
+
+    `kind="assistant"` (what the LangChain integration creates): at the medium sensitivity the
+    threshold is the one chosen on assistant dialogues alone, since an assistant's reply has no
+    everyday quarrel to be mistaken for (docs/model-card.md).
+    """
 
     name: ClassVar[str] = "local"
     description: ClassVar[str] = (
@@ -125,11 +130,13 @@ class LocalModelDetector(Detector):
         artifact_dir: str | Path | None = None,
         threshold: float | None = None,
         sensitivity: str | None = None,
+        kind: str | None = None,
         encoder: SentenceEncoder | None = None,
     ) -> None:
         self._artifact_dir = Path(artifact_dir) if artifact_dir is not None else None
         self._threshold = threshold
         self._sensitivity = sensitivity
+        self._kind = kind
         self._encoder = encoder
 
     def warm_up(self) -> None:
@@ -158,7 +165,12 @@ class LocalModelDetector(Detector):
         from guardian.config import settings
 
         configured = settings().local.threshold
-        return configured if configured is not None else self.model().threshold(self.sensitivity)
+        if configured is not None:
+            return configured
+        model = self.model()
+        if self._kind == "assistant" and self.sensitivity == "medium" and "assistant" in model.thresholds:
+            return model.thresholds["assistant"]
+        return model.threshold(self.sensitivity)
 
     # -- analysis --------------------------------------------------------------------------------
 

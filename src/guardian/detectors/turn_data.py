@@ -52,6 +52,8 @@ class Bag:
 class TrainingSet:
     features: np.ndarray
     bags: list[Bag] = field(default_factory=list)
+    #: The text of each feature row's turn.
+    texts: list[str] = field(default_factory=list)
 
 
 def _multi_hot(chosen: Sequence[object], labels: Sequence[object]) -> np.ndarray:
@@ -65,10 +67,18 @@ def build(
     conversations: Sequence[LabelledConversation] = (),
     embed: Callable[[Sequence[str]], np.ndarray],
     context: bool = False,
+    hint: Callable[[str], bool] | None = None,
+    pairs: Sequence[tuple[Conversation, float]] = (),
 ) -> TrainingSet:
-    """Feature rows for every turn and the bags over them."""
+    """Feature rows for every turn and the bags over them.
+
+    `hint(text)`: whether a turn of a manipulative MentalManip dialogue carries one of the
+    paper's key phrases; such turns form one more positive bag ("one of these is it"), the weak
+    turn hints that tell the model which words of a manipulative dialogue manipulate.
+    """
     chunks: list[np.ndarray] = []
     bags: list[Bag] = []
+    texts: list[str] = []
     offset = 0
 
     def add(conversation: Conversation) -> np.ndarray:
@@ -76,12 +86,22 @@ def build(
         turns = conversation.turns
         x = turn_rows(turns, embed([t.text for t in turns]), context=context)
         chunks.append(x)
+        texts.extend(t.text for t in turns)
         rows = np.arange(offset, offset + len(turns))
         offset += len(turns)
         return rows
 
+    def add_hints(d: LabelledDialogue, rows: np.ndarray) -> None:
+        if hint is None or not d.manipulative:
+            return
+        hinted = rows[[i for i, t in enumerate(d.conversation.turns) if hint(t.text)]]
+        if len(hinted):
+            bags.append(Bag(rows=hinted, source="mentalmanip_hint", conversation_id=d.id, label="manipulative",
+                            manipulative=1.0))
+
     for d in dialogues:
         rows = add(d.conversation)
+        add_hints(d, rows)
         bags.append(Bag(
             rows=rows,
             source="mentalmanip",
@@ -98,6 +118,7 @@ def build(
         if not (d.manipulative and (d.techniques or d.vulnerabilities)):
             continue
         rows = add(d.conversation)
+        add_hints(d, rows)
         bags.append(Bag(
             rows=rows, source="mentalmanip_maj", conversation_id=d.id, manipulative=None,
             techniques=_multi_hot(d.techniques, TECHNIQUES) if d.techniques else None,
@@ -118,5 +139,9 @@ def build(
         else:
             bags.append(Bag(rows=rows, source=c.kind, conversation_id=c.id, label=c.label,
                             manipulative=0.0, scam=0.0, negative_turns=True))
+    for conversation, label in pairs:
+        rows = add(conversation)
+        bags.append(Bag(rows=rows[-1:], source="augment", conversation_id=conversation.id,
+                        label="manipulative" if label else "benign", manipulative=label))
     features = np.vstack(chunks) if chunks else np.zeros((0, 0), np.float32)
-    return TrainingSet(features=features, bags=bags)
+    return TrainingSet(features=features, bags=bags, texts=texts)

@@ -79,8 +79,12 @@ class TurnModel:
     info: dict[str, Any] = field(default_factory=dict)
     #: Whether the features include the mean of the recent turns (`turn_features.turn_rows(context=)`).
     context: bool = False
+    #: Weights of a linear block over sparse features (TF-IDF of the turn), when trained with one.
+    sparse_w: np.ndarray | None = None
 
     def threshold(self, sensitivity: str) -> float:
+        if sensitivity not in SENSITIVITIES:
+            raise ValueError(f"unknown sensitivity {sensitivity!r}; use one of {', '.join(SENSITIVITIES)}")
         try:
             return self.thresholds[sensitivity]
         except KeyError:
@@ -88,10 +92,13 @@ class TurnModel:
                 f"unknown sensitivity {sensitivity!r}; use one of {', '.join(SENSITIVITIES)}"
             ) from None
 
-    def logits(self, x: np.ndarray) -> np.ndarray:
+    def logits(self, x: np.ndarray, sparse_rows: Any = None) -> np.ndarray:
         hidden = x @ self.w1 + self.b1
         hidden = 0.5 * hidden * (1.0 + np.tanh(0.7978845608 * (hidden + 0.044715 * hidden**3)))  # GELU
-        return np.asarray(hidden @ self.w2 + self.b2, dtype=np.float32)
+        z = hidden @ self.w2 + self.b2
+        if self.sparse_w is not None and sparse_rows is not None:
+            z = z + np.asarray(sparse_rows @ self.sparse_w)
+        return np.asarray(z, dtype=np.float32)
 
     def score(self, x: np.ndarray) -> TurnScores:
         z = self.logits(np.asarray(x, dtype=np.float32))

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from guardian import locations
+from guardian.conversation import Conversation
 from guardian.detectors.turn_data import TECHNIQUES, VULNERABILITIES, Bag, TrainingSet
 from guardian.detectors.turn_model import MANIP, OUTPUTS, SCAM, TECH, VULN, TurnModel
 from guardian.eval.datasets import LabelledDialogue
@@ -63,6 +64,10 @@ class TrainConfig:
     mentalmanip_scam_weight: float = 0.3
     #: Add the mean of the recent turns to each turn's features.
     context: bool = False
+    #: Weight of the key-phrase hint bags (0: no hints).
+    hint_weight: float = 0.0
+    #: Weight of the re-framed MentalManip turns (`reframed_pairs`; 0: none).
+    augment_weight: float = 4.0
 
 
 @dataclass
@@ -98,7 +103,9 @@ def _collate(bags: Sequence[Bag], config: TrainConfig) -> _Batch:
         if b.vulnerabilities is not None:
             vuln[i] = b.vulnerabilities
         negative[i] = b.negative_turns
-        weight[i] = b.weight * (config.mentalmanip_weight if b.source == "mentalmanip" else 1.0)
+        scale = {"mentalmanip": config.mentalmanip_weight, "mentalmanip_hint": config.hint_weight,
+                 "augment": config.augment_weight}
+        weight[i] = b.weight * scale.get(b.source, 1.0)
     return _Batch(rows, manip, scam, tech, vuln, negative, weight)
 
 
@@ -109,8 +116,13 @@ def fit(
     *,
     config: TrainConfig = TrainConfig(),
     progress: Progress | None = None,
+    sparse_x: Any = None,
 ) -> tuple[TurnModel, list[dict[str, float]]]:
-    """Weights of the epoch with the best dev loss, uncalibrated (see `calibrate`)."""
+    """Weights of the epoch with the best dev loss, uncalibrated (see `calibrate`).
+
+    `sparse_x` (CSR, one row per feature row): a linear block over sparse features (TF-IDF of
+    the turn) added to the network's logits.
+    """
     import torch
 
     torch.manual_seed(config.seed)
@@ -122,7 +134,12 @@ def fit(
         torch.nn.Dropout(config.dropout),
         torch.nn.Linear(config.hidden, OUTPUTS),
     )
-    optimiser = torch.optim.AdamW(net.parameters(), lr=config.lr, weight_decay=config.weight_decay)
+    params = list(net.parameters())
+    sparse_w = None
+    if sparse_x is not None:
+        sparse_w = torch.nn.Parameter(torch.zeros(sparse_x.shape[1], OUTPUTS))
+        params.append(sparse_w)
+    optimiser = torch.optim.AdamW(params, lr=config.lr, weight_decay=config.weight_decay)
     tech_pos = _pos_weight([b.techniques for b in train if b.techniques is not None])
     vuln_pos = _pos_weight([b.vulnerabilities for b in train if b.vulnerabilities is not None])
 
@@ -130,6 +147,13 @@ def fit(
         rows = torch.from_numpy(batch.rows)
         mask = rows >= 0
         z = net(x_all[rows.clamp(min=0)])  # (B, L, OUTPUTS)
+        if sparse_w is not None:
+            flat = batch.rows.clip(min=0).reshape(-1)
+            sub = sparse_x[flat].tocoo()
+            indices = torch.from_numpy(np.vstack([sub.row, sub.col]).astype(np.int64))
+            values = torch.from_numpy(sub.data.astype(np.float32))
+            block = torch.sparse_coo_tensor(indices, values, (len(flat), sparse_x.shape[1]))
+            z = z + torch.sparse.mm(block, sparse_w).reshape(z.shape)
         very_low = torch.finfo(z.dtype).min / 4
         weight = torch.from_numpy(batch.weight)
         total = torch.zeros(())
@@ -162,7 +186,8 @@ def fit(
             total = total + label_loss.mean() * 0.5
         return total, float(total.detach())
 
-    order = list(train)
+    order = [b for b in train if (b.source != "mentalmanip_hint" or config.hint_weight > 0)
+             and (b.source != "augment" or config.augment_weight > 0)]
     history: list[dict[str, float]] = []
     best: tuple[float, dict[str, torch.Tensor]] | None = None
     dev_batches = [_collate(dev[i : i + 256], config) for i in range(0, len(dev), 256)]
@@ -183,9 +208,12 @@ def fit(
         history.append({"epoch": epoch + 1, "train_loss": float(np.mean(losses)), "dev_loss": dev_loss})
         if best is None or dev_loss < best[0]:
             best = (dev_loss, {k: v.clone() for k, v in net.state_dict().items()})
+            if sparse_w is not None:
+                best[1]["__sparse__"] = sparse_w.detach().clone()
         if progress is not None:
             progress(f"epoch {epoch + 1} dev loss {dev_loss:.4f}", epoch + 1, config.epochs)
     assert best is not None
+    best_sparse = best[1].pop("__sparse__", None)
     net.load_state_dict(best[1])
     state = {k: v.detach().numpy() for k, v in net.state_dict().items()}
     model = TurnModel(
@@ -198,6 +226,7 @@ def fit(
         thresholds={"low": 0.5, "medium": 0.5, "high": 0.5},
         scam_threshold=0.5,
         context=config.context,
+        sparse_w=None if best_sparse is None else best_sparse.numpy(),
     )
     return model, history
 
@@ -244,6 +273,8 @@ class Corpus:
     data: TrainingSet
     train: list[Bag]
     dev: list[Bag]
+    #: Sparse features (TF-IDF of each turn) when the model has a sparse block.
+    sparse: Any = None
 
 
 def load_corpus(
@@ -253,6 +284,7 @@ def load_corpus(
     conversations: Sequence[Path] | None = None,
     progress: Progress | None = None,
     context: bool = False,
+    hints: bool = True,
 ) -> Corpus:
     """MentalManip and conversations of other kinds, train and dev parts only.
 
@@ -294,8 +326,10 @@ def load_corpus(
 
     encoder.encode(list(dict.fromkeys(texts)), progress=embed_progress)
     encoder.persist(embedding_cache())
+    pairs = reframed_pairs([d for d in con if part(d.id) == "train"], [c for c in others if part(c.id) == "train"],
+                           seed=seed) if hints else []
     data = turn_data.build(dialogues=con, label_only=maj_only, conversations=others, embed=encoder.encode,
-                           context=context)
+                           context=context, hint=key_phrase_hint if hints else None, pairs=pairs)
     train = [b for b in data.bags if part(b.conversation_id) == "train"]
     dev = [b for b in data.bags if part(b.conversation_id) == "dev"]
     return Corpus(data=data, train=train, dev=dev)
@@ -325,10 +359,10 @@ class DevScores:
 
 
 def dev_scores(model: TurnModel, corpus: Corpus) -> DevScores:
-    z = model.logits(corpus.data.features)
+    z = model.logits(corpus.data.features, corpus.sparse)
     groups: dict[tuple[str, str], list[Bag]] = {}
     for b in corpus.dev:
-        if b.source == "mentalmanip_maj":
+        if b.source in ("mentalmanip_maj", "mentalmanip_hint", "augment"):
             continue
         groups.setdefault((b.source, b.conversation_id), []).append(b)
     kind, positive, manip, scam, tech, vuln, tt, vt = [], [], [], [], [], [], [], []
@@ -399,6 +433,15 @@ def calibrate(model: TurnModel, corpus: Corpus) -> dict[str, object]:
 
         floor = max(thresholds["high"], thresholds.get("medium", 0.0))
         thresholds[level] = float(min((t for t in grid if t >= floor and quiet(t)), default=0.99))
+    # Chatbot threads (the middleware): an assistant has no reason to sound heated, so its operating
+    # point is set by the assistant dialogues alone (same budget as medium), not by everyday quarrels.
+    assistant = [k for k in ordinary if k.startswith("sgd")]
+    if assistant:
+        thresholds["assistant"] = float(min(
+            (t for t in grid if t >= 0.05 and t <= thresholds["medium"]
+             and all(float((combined[kinds == k] >= t).mean()) <= FALSE_ALARM_BUDGET["medium"] for k in assistant)),
+            default=thresholds["medium"],
+        ))
     model.thresholds = thresholds
     model.scam_threshold = thresholds["medium"]
     labelled = mm & ~np.isnan(scores.tech_true[:, 0])
@@ -422,6 +465,39 @@ def calibrate(model: TurnModel, corpus: Corpus) -> dict[str, object]:
     metrics["dev_vulnerability_micro_f1"] = round(_micro_f1(
         scores.vuln_true[vlab], _ratio_decisions(scores.vuln[vlab], model.vulnerability_ratio)), 4)
     return metrics
+
+
+def reframed_pairs(
+    dialogues: Sequence[LabelledDialogue], others: Sequence[Any], *, seed: int
+) -> list[tuple[Conversation, float]]:
+    """MentalManip turns re-framed as a reply to an ordinary request from another kind of conversation.
+
+    Why: every turn of the assistant and everyday corpora is harmless, so a model can learn "this
+    register is harmless" instead of "these words are harmless". A key-phrase turn of a
+    manipulative dialogue (positive) and any turn of a non-manipulative one (negative), each
+    placed after a user turn of a task dialogue, break that confound. Train part only.
+    """
+    rng = np.random.default_rng(seed)
+    openers = [c.conversation.turns[0].text for c in others if c.kind == "sgd" and c.conversation.turns]
+    if not openers:
+        return []
+    out: list[tuple[Conversation, float]] = []
+    for d in dialogues:
+        turns = d.conversation.turns
+        chosen = [t for t in turns if key_phrase_hint(t.text)] if d.manipulative else list(turns)
+        for t in chosen:
+            opener = openers[int(rng.integers(len(openers)))]
+            conversation = Conversation.from_pairs([("User", opener), ("Assistant", t.text)], id=d.id)
+            out.append((conversation, 1.0 if d.manipulative else 0.0))
+    return out
+
+
+def key_phrase_hint(text: str) -> bool:
+    """Whether a sentence of `text` matches one of MentalManip's key phrases (the paper's length rule)."""
+    from guardian.detectors.evidence import sentences
+    from guardian.detectors.keyphrases import match_sentence
+
+    return any(match_sentence(s.text) for s in sentences(text))
 
 
 def train_and_save(
