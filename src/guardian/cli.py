@@ -227,6 +227,7 @@ def eval_conversations(
     import json
 
     from guardian.config import settings
+    from guardian.corpora.conversations import load_conversations
     from guardian.detectors import registry
     from guardian.eval import replay
 
@@ -240,7 +241,7 @@ def eval_conversations(
         split=part, split_seed=split_seed, ids=replay.read_ids(ids) if ids is not None else None,
         limit=limit, sample_seed=seed,
     )
-    loaded = [(file, replay.load_conversations(file)) for file in files]  # every file readable before the replay
+    loaded = [(file, load_conversations(file)) for file in files]  # every file readable before the replay
     options = replay.ReplayOptions(window=window or settings().monitor.window, batch=batch, show_progress=True)
     reports = []
     for report in replay.evaluate_files(loaded, detectors=registry.create_many(names), options=options,

@@ -15,6 +15,7 @@ import pytest
 
 from guardian.cli import main
 from guardian.conversation import Conversation
+from guardian.corpora.conversations import load_conversations
 from guardian.detectors import registry
 from guardian.detectors.base import Detector
 from guardian.eval.datasets import LabelledDialogue
@@ -22,7 +23,6 @@ from guardian.eval.replay import (
     ReplayOptions,
     Selection,
     bucket_of,
-    load_conversations,
     mentalmanip_live,
     replay,
     select,

@@ -38,10 +38,15 @@ class LabelledConversation:
     scammer: str | None = None
 
 
+def position(conversation_id: str, seed: int) -> float:
+    """Where the id falls in [0, 1): SHA-1 of "seed:id" read as a number (stable across files and runs)."""
+    digest = hashlib.sha1(f"{seed}:{conversation_id}".encode()).digest()
+    return int.from_bytes(digest[:8], "big") / 2**64
+
+
 def split_of(conversation_id: str, *, seed: int = 17) -> Split:
     """train / dev / test by a hash of the id: the same conversation always lands in the same part."""
-    digest = hashlib.sha1(f"{seed}:{conversation_id}".encode()).digest()
-    share = int.from_bytes(digest[:8], "big") / 2**64
+    share = position(conversation_id, seed)
     if share < TEST_SHARE:
         return "test"
     if share < TEST_SHARE + DEV_SHARE:
@@ -55,30 +60,41 @@ def conversations_dir() -> Path:
 
 
 def load_conversations(path: str | Path, *, kind: str | None = None) -> list[LabelledConversation]:
-    """Every conversation of one JSONL file; a malformed line is an InputError naming it."""
+    """Every conversation of a JSONL file; a line that is not a conversation is an InputError naming it."""
     path = Path(path)
+    source = str(path)
     kind = kind or path.stem
-    out: list[LabelledConversation] = []
+    if not path.is_file():
+        raise InputError("file not found", source=source)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise InputError("file not found", source=str(path)) from None
     except UnicodeDecodeError:
-        raise InputError("not UTF-8 text; re-save it as UTF-8", source=str(path)) from None
+        raise InputError("not UTF-8 text; re-save it as UTF-8", source=source) from None
+    out: list[LabelledConversation] = []
+    seen: set[str] = set()
     for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
+            if not isinstance(row, dict) or not isinstance(row.get("turns"), list):
+                raise TypeError("turns must be a list")
             turns = tuple(
-                Turn(index=i, speaker=str(t["speaker"]), text=str(t["text"]))
-                for i, t in enumerate(row["turns"])
+                Turn(index=i, speaker=str(t["speaker"]), text=str(t["text"])) for i, t in enumerate(row["turns"])
             )
             cid = str(row["id"])
-            label = str(row.get("label", "benign"))
+            label = str(row.get("label") or "benign")
             roles = (row.get("meta") or {}).get("roles") or {}
-        except (ValueError, KeyError, TypeError) as exc:
-            raise InputError(f"not a conversation object ({exc})", source=str(path), line=n) from None
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else f"{type(exc).__name__}: {exc}"
+            raise InputError(
+                f"not a conversation object with id, label and turns [{{speaker, text}}] ({reason})",
+                source=source,
+                line=n,
+            ) from None
+        if cid in seen:
+            raise InputError(f"conversation id {cid!r} appears twice", source=source, line=n)
+        seen.add(cid)
         scammer = next((s for s, r in roles.items() if r == "Suspect"), None) if label == "scam" else None
         out.append(LabelledConversation(cid, kind, label, Conversation(id=cid, turns=turns), scammer))
     return out

@@ -27,7 +27,6 @@ only, so it keeps working whatever model sits behind `local`.
 
 from __future__ import annotations
 
-import json
 import statistics
 import sys
 from collections import Counter
@@ -39,6 +38,7 @@ from typing import Any, Literal
 import numpy as np
 
 from guardian.conversation import Conversation
+from guardian.corpora.conversations import LabelledConversation
 from guardian.detectors.base import Detector
 from guardian.errors import InputError
 from guardian.eval.datasets import LabelledDialogue
@@ -64,15 +64,6 @@ DEFAULT_BATCH = 64
 
 SplitChoice = Literal["all", "train", "dev", "test"]
 SPLIT_CHOICES: tuple[SplitChoice, ...] = ("all", "train", "dev", "test")
-
-
-@dataclass(frozen=True, slots=True)
-class LabelledConversation:
-    """One line of a conversations file (data/conversations schema)."""
-
-    id: str
-    label: str
-    conversation: Conversation
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,44 +130,6 @@ class Selection:
 
 
 # --- input ---------------------------------------------------------------------------------------
-
-
-def load_conversations(path: str | Path) -> list[LabelledConversation]:
-    """Every conversation of a JSONL file; a line that is not a conversation is an InputError naming it."""
-    path = Path(path)
-    source = str(path)
-    if not path.is_file():
-        raise InputError("file not found", source=source)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError:
-        raise InputError("not UTF-8 text; re-save it as UTF-8", source=source) from None
-    out: list[LabelledConversation] = []
-    seen: set[str] = set()
-    for n, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            row = json.loads(line)
-            turns = row["turns"]
-            if not isinstance(row, dict) or not isinstance(turns, list):
-                raise TypeError("turns must be a list")
-            pairs = [(str(t["speaker"]), str(t["text"])) for t in turns]
-            conversation_id = str(row["id"])
-            label = str(row.get("label") or "benign")
-            conversation = Conversation.from_pairs(pairs, id=conversation_id)
-        except (ValueError, KeyError, TypeError) as exc:
-            reason = exc.msg if isinstance(exc, json.JSONDecodeError) else f"{type(exc).__name__}: {exc}"
-            raise InputError(
-                f"not a conversation object with id, label and turns [{{speaker, text}}] ({reason})",
-                source=source,
-                line=n,
-            ) from None
-        if conversation_id in seen:
-            raise InputError(f"conversation id {conversation_id!r} appears twice", source=source, line=n)
-        seen.add(conversation_id)
-        out.append(LabelledConversation(conversation_id, label, conversation))
-    return out
 
 
 def read_ids(path: str | Path) -> frozenset[str]:

@@ -11,10 +11,11 @@ uses the same hash and shares.)
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
+
+from guardian.corpora.conversations import position
 
 Part = Literal["train", "dev", "test"]
 PARTS: tuple[Part, ...] = ("train", "dev", "test")
@@ -26,9 +27,7 @@ TEST_SHARE = 0.20
 DEV_SHARE = 0.15
 
 
-def _position(conversation_id: str, seed: int) -> float:
-    digest = hashlib.sha1(f"{seed}:{conversation_id}".encode()).digest()
-    return int.from_bytes(digest[:8], "big") / 2**64
+_position = position
 
 
 def split_of(
