@@ -465,3 +465,21 @@ def test_following_an_unreadable_file_says_so(tmp_path: Path, capsys: pytest.Cap
         assert "cannot read the file" in capsys.readouterr().err
     finally:
         locked.chmod(0o644)
+
+
+def test_stdin_refuses_a_turn_over_max_turn_chars_and_keeps_the_others(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 21 item 10: a stream had no turn-length limit (a file's turn over it is refused)."""
+    monkeypatch.setenv("GUARDIAN_MAX_TURN_CHARS", "50")
+    endless = "x" * 5000  # one line far past the bytes a 50-character turn can take
+    data = f"Ann: hi\nBen: {'y' * 60}\nmore of Ben's turn\n{{\"speaker\": \"Ann\", \"text\": \"{'z' * 51}\"}}\n" \
+           f"Ann: {endless}\nstill the endless turn\nBen: ok\n"
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data.encode())))
+    assert main(["watch", "-", "--detectors", "word-test", "--no-log"]) == 0
+    events = _lines(capsys.readouterr().out)
+    turns = [(e["turn"]["speaker"], e["turn"]["text"]) for e in events if e["type"] == "turn"]
+    assert turns == [("Ann", "hi"), ("Ben", "ok")]
+    errors = [e for e in events if e["type"] == "error"]
+    assert [(e["kind"], e["line"]) for e in errors] == [("input", 2), ("input", 4), ("input", 5)]
+    assert all("longer than the 50 allowed" in e["message"] for e in errors)

@@ -262,9 +262,10 @@ def prepare(
         make_source, label, default_id, mode = None, "typed chat", "chat", "chat"
     elif file == "-":
         stream = stdin if stdin is not None else sys.stdin.buffer
+        stream_turn_chars = configured_limits()[1]  # a stream has no size, but its turns have a limit
 
         def make_source(pacer: Pacer) -> AsyncIterator[SourceItem]:
-            return read_stream(stream, pacer=pacer)
+            return read_stream(stream, pacer=pacer, max_turn_chars=stream_turn_chars)
 
         label, default_id, mode = "standard input", "stdin", "stream"
     elif options.follow:
@@ -280,8 +281,10 @@ def prepare(
         except OSError as exc:
             raise InputError(f"cannot read the file ({exc.strerror})", source=file) from None
 
+        followed_turn_chars = configured_limits()[1]
+
         def make_source(pacer: Pacer) -> AsyncIterator[SourceItem]:
-            return follow_file(followed, pacer=pacer)
+            return follow_file(followed, pacer=pacer, max_turn_chars=followed_turn_chars)
 
         label, default_id, mode = f"{file} (following)", followed.stem, "follow"
     else:

@@ -5,6 +5,11 @@ TUI and the headless printer. Live text is read line by line with
 `guardian.readers.parse_line`; a line without a speaker continues the previous
 turn (chat logs wrap long messages), and is never thrown away: once that turn has
 been sent it becomes a new turn by the same speaker.
+
+Live text obeys the limits files obey: a turn longer than `max_turn_chars` is refused
+with an `InputProblem` (the turns already seen stay, the stream goes on), and a stream
+line is read only up to the bytes such a turn could take, so one endless line cannot
+fill the memory.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ from pathlib import Path
 from typing import IO
 
 from guardian.conversation import Conversation
-from guardian.readers import TOO_DEEP, parse_line
+from guardian.readers import DEFAULT_MAX_TURN_CHARS, TOO_DEEP, parse_line
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +42,30 @@ class InputProblem:
 
 
 SourceItem = TurnInput | InputProblem
+
+
+@dataclass(frozen=True, slots=True)
+class LineTooLong:
+    """A stream line cut at the reader's byte bound (its rest was skipped): longer than any turn may be."""
+
+
+#: What the readers queue for the assembler: a line, an over-long line, or None at the end.
+QueuedLine = str | LineTooLong | None
+
+
+def line_byte_limit(max_turn_chars: int) -> int:
+    """Bytes a line may take before it surely holds more than `max_turn_chars` characters
+    (UTF-8 spends at most 4 bytes on a character), so reading can stop there."""
+    return 4 * (max_turn_chars + 1) + 2
+
+
+def too_long(chars: int | None, max_turn_chars: int) -> str:
+    """The one sentence for a live turn over the limit (files say the same in `parse_transcript`)."""
+    size = f"{chars:,} characters" if chars is not None else "more characters"
+    return (
+        f"a turn of {size} is longer than the {max_turn_chars:,} allowed and was skipped "
+        "(is this really a conversation? raise GUARDIAN_MAX_TURN_CHARS to accept it)"
+    )
 
 
 class Pacer:
@@ -82,10 +111,13 @@ async def replay(conversation: Conversation, pacer: Pacer, *, skip: int = 0) -> 
 class LineAssembler:
     """Turns live text lines into turns (`Name: text` or a JSON object per line)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, max_turn_chars: int = DEFAULT_MAX_TURN_CHARS) -> None:
         self.pending: TurnInput | None = None
         self.last_speaker: str | None = None
         self.line = 0
+        self.max_turn_chars = max_turn_chars
+        #: Continuation lines of a refused turn are skipped with it (they are not a turn of their own).
+        self.skipping = False
 
     def feed(self, line: str) -> list[SourceItem]:
         self.line += 1
@@ -93,21 +125,40 @@ class LineAssembler:
         if not line.strip():
             return []
         if line.lstrip().startswith("{"):
+            self.skipping = False
             return [*self.flush(), self._json(line)]
         parsed = parse_line(line)
         if parsed is not None:
+            self.skipping = False
             out = self.flush()
             self.pending = TurnInput(parsed[0], parsed[1].strip(), line=self.line)
-            return out
+            return [*out, *self._check_length()]
+        if self.skipping:
+            return []
         if self.pending is not None:
             self.pending = replace(self.pending, text=f"{self.pending.text} {line.strip()}".strip())
-            return []
+            return self._check_length()
         if self.last_speaker is not None:
             self.pending = TurnInput(self.last_speaker, line.strip(), line=self.line)
-            return []
+            return self._check_length()
         return [
             InputProblem(self.line, f"expected 'Name: text' (a speaker, a colon, what they said), got {line[:60]!r}")
         ]
+
+    def feed_too_long(self) -> list[SourceItem]:
+        """A line the reader cut off: it ends the pending turn and is refused, its continuations with it."""
+        self.line += 1
+        out = self.flush()
+        self.skipping = True
+        return [*out, InputProblem(self.line, too_long(None, self.max_turn_chars))]
+
+    def _check_length(self) -> list[SourceItem]:
+        """Refuse the pending turn once it passes the limit (a file with such a turn is refused whole)."""
+        if self.pending is None or len(self.pending.text) <= self.max_turn_chars:
+            return []
+        refused, self.pending = self.pending, None
+        self.skipping = True
+        return [InputProblem(refused.line, too_long(len(refused.text), self.max_turn_chars))]
 
     def flush(self) -> list[SourceItem]:
         pending, self.pending = self.pending, None
@@ -127,15 +178,17 @@ class LineAssembler:
         text = obj.get("text") if isinstance(obj, dict) else None
         if not isinstance(speaker, str) or not speaker.strip() or not isinstance(text, str):
             return InputProblem(self.line, 'expected {"speaker": "...", "text": "..."}')
+        if len(text.strip()) > self.max_turn_chars:
+            return InputProblem(self.line, too_long(len(text.strip()), self.max_turn_chars))
         self.last_speaker = speaker.strip()
         return TurnInput(speaker.strip(), text.strip(), line=self.line)
 
 
 async def _assemble(
-    lines: asyncio.Queue[str | None], pacer: Pacer | None, *, idle_flush: float
+    lines: asyncio.Queue[QueuedLine], pacer: Pacer | None, *, idle_flush: float, max_turn_chars: int
 ) -> AsyncIterator[SourceItem]:
     """Group queued lines into turns; a pause in the input (idle_flush s) completes the pending turn."""
-    assembler = LineAssembler()
+    assembler = LineAssembler(max_turn_chars=max_turn_chars)
     first = True
     while True:
         try:
@@ -147,7 +200,7 @@ async def _assemble(
                 for item in assembler.flush():
                     yield item
                 return
-            items = assembler.feed(line)
+            items = assembler.feed_too_long() if isinstance(line, LineTooLong) else assembler.feed(line)
         for item in items:
             if pacer is not None:
                 await pacer.wait(first=first)
@@ -156,21 +209,35 @@ async def _assemble(
 
 
 async def read_stream(
-    stream: IO[bytes], *, pacer: Pacer | None = None, idle_flush: float = 0.3
+    stream: IO[bytes],
+    *,
+    pacer: Pacer | None = None,
+    idle_flush: float = 0.3,
+    max_turn_chars: int = DEFAULT_MAX_TURN_CHARS,
 ) -> AsyncIterator[SourceItem]:
-    """Lines from a binary stream (stdin, a pipe) until end of file, read in a thread."""
+    """Lines from a binary stream (stdin, a pipe) until end of file, read in a thread.
+
+    Each line is read up to `line_byte_limit` bytes: a longer one cannot be a turn
+    allowed, so its rest is skipped unread into memory and it is queued as `LineTooLong`.
+    """
     loop = asyncio.get_running_loop()
-    lines: asyncio.Queue[str | None] = asyncio.Queue()
+    lines: asyncio.Queue[QueuedLine] = asyncio.Queue()
+    limit = line_byte_limit(max_turn_chars)
 
     def pump() -> None:
         try:
-            for raw in iter(stream.readline, b""):
+            while raw := stream.readline(limit):
+                if len(raw) >= limit and not raw.endswith(b"\n"):
+                    while (rest := stream.readline(limit)) and not rest.endswith(b"\n"):
+                        pass
+                    loop.call_soon_threadsafe(lines.put_nowait, LineTooLong())
+                    continue
                 loop.call_soon_threadsafe(lines.put_nowait, raw.decode("utf-8", errors="replace"))
         finally:
             loop.call_soon_threadsafe(lines.put_nowait, None)
 
     threading.Thread(target=pump, name="guardian-stdin", daemon=True).start()
-    async for item in _assemble(lines, pacer, idle_flush=idle_flush):
+    async for item in _assemble(lines, pacer, idle_flush=idle_flush, max_turn_chars=max_turn_chars):
         yield item
 
 
@@ -181,12 +248,13 @@ async def follow_file(
     poll: float = 0.2,
     idle_flush: float = 0.5,
     stop: asyncio.Event | None = None,
+    max_turn_chars: int = DEFAULT_MAX_TURN_CHARS,
 ) -> AsyncIterator[SourceItem]:
     """Read a file from the start, then keep reading what is appended (like `tail -f`).
 
     A file that shrinks (rotated or truncated) is read again from its start.
     """
-    lines: asyncio.Queue[str | None] = asyncio.Queue()
+    lines: asyncio.Queue[QueuedLine] = asyncio.Queue()
     stop = stop or asyncio.Event()
 
     async def tail() -> None:
@@ -212,7 +280,7 @@ async def follow_file(
 
     task = asyncio.create_task(tail())
     try:
-        async for item in _assemble(lines, pacer, idle_flush=idle_flush):
+        async for item in _assemble(lines, pacer, idle_flush=idle_flush, max_turn_chars=max_turn_chars):
             yield item
     finally:
         stop.set()
