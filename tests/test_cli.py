@@ -103,6 +103,20 @@ def test_bad_config_is_one_line_naming_the_key(tmp_path: Path, monkeypatch: pyte
     assert "unknown configuration key 'monitor.windoww'" in capsys.readouterr().err
 
 
+def test_an_unknown_encoder_precision_is_one_sentence_exit_2(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 21 item 10: GUARDIAN_ENCODER_PRECISION=float8 was one detector error per turn, exit 0
+    (and nothing at all with detectors that use no encoder)."""
+    monkeypatch.setenv("GUARDIAN_ENCODER_PRECISION", "float8")
+    assert main(["analyze", str(EXAMPLE), "--detectors", "keyphrases"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip().splitlines() == [
+        "error: GUARDIAN_ENCODER_PRECISION='float8' is not a precision; use float32 or bfloat16"
+    ]
+
+
 def test_internal_error_exit_1(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     import guardian.analyze
 

@@ -68,7 +68,12 @@ def _native_bfloat16() -> bool:
     return False
 
 
-def default_precision() -> Precision:
+def precision_setting() -> Precision | None:
+    """GUARDIAN_ENCODER_PRECISION as a precision, None when unset; anything else is an error.
+
+    Cheap (no CPU probe, no model), so the CLI checks it before any command runs: raised only
+    where the encoder loads, a typo became one detector error per turn and exit 0.
+    """
     chosen = os.environ.get("GUARDIAN_ENCODER_PRECISION", "").strip().lower()
     if chosen in ("float32", "fp32"):
         return "float32"
@@ -78,6 +83,14 @@ def default_precision() -> Precision:
         raise ModelUnavailable(
             f"GUARDIAN_ENCODER_PRECISION={chosen!r} is not a precision; use float32 or bfloat16"
         )
+    return None
+
+
+def default_precision() -> Precision:
+    """The configured precision, else bfloat16 where the CPU has it natively, else float32."""
+    chosen = precision_setting()
+    if chosen is not None:
+        return chosen
     return "bfloat16" if _native_bfloat16() else "float32"
 
 
