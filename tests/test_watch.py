@@ -483,3 +483,28 @@ def test_stdin_refuses_a_turn_over_max_turn_chars_and_keeps_the_others(
     errors = [e for e in events if e["type"] == "error"]
     assert [(e["kind"], e["line"]) for e in errors] == [("input", 2), ("input", 4), ("input", 5)]
     assert all("longer than the 50 allowed" in e["message"] for e in errors)
+
+
+def test_invalid_utf8_on_stdin_is_an_input_error_not_replaced(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 21 item 11: a stream's invalid UTF-8 was silently replaced (U+FFFD) while a file is refused."""
+    data = b"Ann: hi\nBen: caf\xe9 \xff\nAnn: bye\n"
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data)))
+    assert main(["watch", "-", "--detectors", "word-test", "--no-log"]) == 0
+    events = _lines(capsys.readouterr().out)
+    turns = [(e["turn"]["speaker"], e["turn"]["text"]) for e in events if e["type"] == "turn"]
+    assert turns == [("Ann", "hi"), ("Ann", "bye")]
+    errors = [e for e in events if e["type"] == "error"]
+    assert [(e["kind"], e["line"]) for e in errors] == [("input", 2)]
+    assert "byte 8 of this line is not valid UTF-8" in errors[0]["message"]
+    assert not any("\ufffd" in json.dumps(e, ensure_ascii=False) for e in events)
+
+
+def test_invalid_utf8_on_stdin_is_refused_by_analyze_like_a_file(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(b"Ann: hi\nBen: caf\xe9\n")))
+    assert main(["analyze", "-", "--detectors", "word-test"]) == 2
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == ["error: <stdin>, line 2: byte 16 is not valid UTF-8 text; send it as UTF-8"]

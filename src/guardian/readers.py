@@ -79,8 +79,9 @@ def decode(data: bytes, *, source: str) -> str:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
+        fix = "send it as UTF-8" if source == "<stdin>" else "re-save the file as UTF-8"  # stdin is no file
         raise InputError(
-            f"byte {exc.start} is not valid UTF-8 text; re-save the file as UTF-8",
+            f"byte {exc.start} is not valid UTF-8 text; {fix}",
             source=source,
             line=line,
         ) from None

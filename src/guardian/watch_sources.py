@@ -6,10 +6,10 @@ TUI and the headless printer. Live text is read line by line with
 turn (chat logs wrap long messages), and is never thrown away: once that turn has
 been sent it becomes a new turn by the same speaker.
 
-Live text obeys the limits files obey: a turn longer than `max_turn_chars` is refused
-with an `InputProblem` (the turns already seen stay, the stream goes on), and a stream
-line is read only up to the bytes such a turn could take, so one endless line cannot
-fill the memory.
+Live text obeys the rules files obey: a line that is not UTF-8 or a turn longer than
+`max_turn_chars` is refused with an `InputProblem` (the turns already seen stay, the
+stream goes on), and a stream line is read only up to the bytes such a turn could
+take, so one endless line cannot fill the memory.
 """
 
 from __future__ import annotations
@@ -49,8 +49,8 @@ class LineTooLong:
     """A stream line cut at the reader's byte bound (its rest was skipped): longer than any turn may be."""
 
 
-#: What the readers queue for the assembler: a line, an over-long line, or None at the end.
-QueuedLine = str | LineTooLong | None
+#: What the readers queue for the assembler: a line's bytes, an over-long line, or None at the end.
+QueuedLine = bytes | LineTooLong | None
 
 
 def line_byte_limit(max_turn_chars: int) -> int:
@@ -145,6 +145,18 @@ class LineAssembler:
             InputProblem(self.line, f"expected 'Name: text' (a speaker, a colon, what they said), got {line[:60]!r}")
         ]
 
+    def feed_bytes(self, raw: bytes) -> list[SourceItem]:
+        """A line as read: UTF-8 or an input error, as for files (invalid bytes were silently
+        replaced, so a stream said something else than the same text saved as a file would be
+        refused for). The line is skipped; the turns before it and the stream go on."""
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            self.line += 1
+            return [InputProblem(self.line, f"byte {exc.start} of this line is not valid UTF-8 text "
+                                            "and the line was skipped; send the conversation as UTF-8")]
+        return self.feed(line)
+
     def feed_too_long(self) -> list[SourceItem]:
         """A line the reader cut off: it ends the pending turn and is refused, its continuations with it."""
         self.line += 1
@@ -200,7 +212,7 @@ async def _assemble(
                 for item in assembler.flush():
                     yield item
                 return
-            items = assembler.feed_too_long() if isinstance(line, LineTooLong) else assembler.feed(line)
+            items = assembler.feed_too_long() if isinstance(line, LineTooLong) else assembler.feed_bytes(line)
         for item in items:
             if pacer is not None:
                 await pacer.wait(first=first)
@@ -232,7 +244,7 @@ async def read_stream(
                         pass
                     loop.call_soon_threadsafe(lines.put_nowait, LineTooLong())
                     continue
-                loop.call_soon_threadsafe(lines.put_nowait, raw.decode("utf-8", errors="replace"))
+                loop.call_soon_threadsafe(lines.put_nowait, raw)
         finally:
             loop.call_soon_threadsafe(lines.put_nowait, None)
 
@@ -274,7 +286,7 @@ async def follow_file(
                 pos += len(data)
                 *complete, partial = (partial + data).split(b"\n")
                 for raw in complete:
-                    lines.put_nowait(raw.decode("utf-8", errors="replace"))
+                    lines.put_nowait(raw)
             await asyncio.sleep(poll)
         lines.put_nowait(None)
 
