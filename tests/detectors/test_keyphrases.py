@@ -86,3 +86,19 @@ def test_detector_quotes_the_matched_sentence_of_the_last_turn() -> None:
     assert assessment.manipulator == "B"
     # earlier turns are assessed when they are the last of their own window
     assert KeyPhraseDetector().analyze(conv.upto(0)).findings == ()
+
+
+@pytest.mark.parametrize("hidden", ["\u200b", "\u200c", "\u200d", "\u2060", "\u00ad", "\ufeff", "\u202e"])
+def test_zero_width_characters_do_not_hide_a_key_phrase_and_the_quote_stays_verbatim(hidden: str) -> None:
+    """Issue 21 item 11: a format character inside a word split it for the tokenizer and hid the phrase."""
+    said = f"I never said that. You're over{hidden}reacting, as usual."
+    conv = Conversation.from_pairs([("Maya", "I waited an hour."), ("Daniel", said)])
+    findings = KeyPhraseDetector().analyze(conv).findings
+    assert findings, hidden
+    evidence = findings[0].evidence[0]
+    assert evidence.quote == f"You're over{hidden}reacting, as usual."
+    assert conv.turns[1].text[evidence.start : evidence.end] == evidence.quote
+
+
+def test_full_width_letters_match_after_nfkc() -> None:
+    assert tokens("Ｙｏｕ're overreacting") == tokens("you are overreact")

@@ -6,11 +6,16 @@ paper's phrases are lemmatised and in the present tense ("you be overreact"
 style is avoided by expanding contractions and lemmatising both sides), so
 "You're overreacting" matches "you are overreact". Cheap, always on, and it
 quotes itself: the evidence is the matched sentence.
+
+Matching reads a normalised copy of each sentence (NFKC, format characters such as
+zero-width spaces and bidi controls removed), so "over\u200breacting" cannot hide a
+phrase; sentences are still cut from the original text, so the quote is verbatim.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
@@ -50,9 +55,19 @@ def _lemma(token: str) -> str:
     return lemma.lower()
 
 
+def normalised(text: str) -> str:
+    """`text` as the matcher reads it: NFKC (full-width and ligature letters become plain ones)
+    without format characters (category Cf: zero-width spaces and joiners, soft hyphens, bidi
+    controls), which are invisible to a reader but split a word in two for the tokenizer."""
+    if text.isascii():
+        return text  # nothing to normalise: the common case stays cheap
+    text = unicodedata.normalize("NFKC", text)
+    return "".join(c for c in text if c.isascii() or unicodedata.category(c) != "Cf")
+
+
 def tokens(text: str) -> list[str]:
-    """Lower-case, contraction-expanded, lemmatised tokens (the matcher's unit)."""
-    text = text.lower().replace("\u2019", "'").replace("\u2018", "'")
+    """Lower-case, contraction-expanded, lemmatised tokens (the matcher's unit) of the normalised text."""
+    text = normalised(text).lower().replace("\u2019", "'").replace("\u2018", "'")
     for pattern, replacement in _CONTRACTIONS:
         text = pattern.sub(replacement, text)
     return [_lemma(t) for t in _TOKEN.findall(text)]
