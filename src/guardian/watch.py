@@ -147,6 +147,9 @@ def load_detectors(names: list[str] | None) -> tuple[list[Detector], list[ErrorR
     if not detectors:
         reasons = "; ".join(f"{p.detector}: {p.message}" for p in problems) or "none are installed"
         raise GuardianError(f"no detector could be started ({reasons})")
+    from guardian.language import warm_up as warm_language
+
+    warm_language()  # every turn consults it first: load it now, not on the first turn (~0.8 s)
     return detectors, problems
 
 
