@@ -102,24 +102,10 @@ class WatchSession:
 
 
 def default_detector_names() -> list[str]:
-    """Detectors used when none are named: the registry's defaults (configured, else every
-    installed local detector), or, with an older registry, every registered one that is
-    not an LLM (a detector class can opt out with `local = False`)."""
+    """Detectors used when none are named: the registry decides (configured, else every installed local one)."""
     from guardian.detectors import registry
 
-    defaults: Callable[[], list[str]] | None = getattr(registry, "default_names", None)
-    if defaults is not None:
-        return list(defaults())
-    chosen = []
-    for name in registry.names():
-        try:
-            factory = registry.factory(name)
-        except GuardianError:
-            chosen.append(name)  # reported as unavailable when it fails to load
-            continue
-        if getattr(factory, "local", True) and "llm" not in name:
-            chosen.append(name)
-    return chosen
+    return registry.default_names()
 
 
 def load_detectors(names: list[str] | None) -> tuple[list[Detector], list[ErrorRaised]]:

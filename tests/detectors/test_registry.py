@@ -59,3 +59,17 @@ def test_default_names_respect_settings(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("GUARDIAN_DETECTORS", '["keyphrases"]')
     settings.cache_clear()
     assert registry.default_names() == ["keyphrases"]
+
+
+def test_the_default_detector_set_is_decided_in_the_registry(monkeypatch: pytest.MonkeyPatch) -> None:
+    """watch and the chatbot integration ask the registry, so they cannot drift apart."""
+    from guardian.agents._engine import default_detector_names as chatbot_defaults
+    from guardian.watch import default_detector_names as watch_defaults
+
+    monkeypatch.setattr(registry, "names", lambda: ["keyphrases", "local", "intent"])
+    assert watch_defaults() == registry.default_names()
+    assert chatbot_defaults() == registry.default_names(purpose="chatbot") == ["local"]
+    monkeypatch.setattr(registry, "names", lambda: ["keyphrases", "intent"])
+    assert chatbot_defaults() == ["keyphrases"]
+    with pytest.raises(ValueError, match="purpose"):
+        registry.default_names(purpose="archive")

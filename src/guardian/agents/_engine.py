@@ -46,11 +46,10 @@ DetectorSpec = str | Detector
 
 
 def default_detector_names() -> list[str]:
-    """The local manipulation model when installed, else the key-phrase matcher."""
+    """The chatbot default, decided by the registry (`registry.default_names(purpose="chatbot")`)."""
     from guardian.detectors import registry
 
-    installed = set(registry.names())
-    return ["local"] if "local" in installed else ["keyphrases"]
+    return registry.default_names(purpose="chatbot")
 
 
 def anonymous_id(turns: Sequence[MessageTurn]) -> str:

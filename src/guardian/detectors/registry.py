@@ -66,9 +66,20 @@ def factory(name: str) -> DetectorFactory:
 DEFAULT_ORDER = ("keyphrases", "local", "intent")
 
 
-def default_names() -> list[str]:
-    """Configured detectors, else every installed local default."""
+def default_names(*, purpose: str = "conversation") -> list[str]:
+    """The one place the default detector set is decided.
+
+    `conversation` (analyze, watch, listen, eval, bench): the configured detectors, else every
+    installed local default. `chatbot` (the LangChain middleware, guard, callbacks): the local
+    model alone when installed (a reply waits for the screen; the intent model's face acts are
+    not a block decision), else the key phrases.
+    """
     from guardian.config import settings
+
+    if purpose == "chatbot":
+        return ["local"] if "local" in names() else ["keyphrases"]
+    if purpose != "conversation":
+        raise ValueError(f"unknown purpose {purpose!r}; use conversation or chatbot")
 
     configured = settings().detectors
     if configured:

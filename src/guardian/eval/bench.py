@@ -115,7 +115,7 @@ def bench_detect(runs: int) -> Figures:
     """The local manipulation model: one new turn with a 10-turn window, and whole dialogues."""
     from guardian.detectors import registry
 
-    name = "local" if "local" in registry.names() else "keyphrases"
+    name = registry.default_names(purpose="chatbot")[0]  # the local model, else the key phrases
     figures = _detector_suite(name, runs)
     if name == "local":
         import importlib
