@@ -500,6 +500,31 @@ def devices() -> None:
         typer.echo(f"{mark} {d.index:3d}  {d.name}  ({d.channels} in, {d.default_samplerate:.0f} Hz, {d.hostapi})")
 
 
+# --- service (issue 24): serve ------------------------------------------------------------------
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option("--host", help="Address to listen on (default [serve] host, 127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option("--port", "-p", help="Port (default [serve] port, 8787).")] = None,
+    workers: Annotated[int, typer.Option("--workers", "-w", help="Worker processes (each loads the detectors).")] = 1,
+    new_token: Annotated[
+        bool, typer.Option("--new-token", help="Print a fresh token and the hash to put in [serve] tokens, then exit.")
+    ] = False,
+) -> None:
+    """Serve conversations and calls over HTTP and WebSocket (docs/serve.md)."""
+    from guardian.serve.auth import hash_token
+    from guardian.serve.auth import new_token as make_token
+
+    if new_token:
+        token = make_token()
+        typer.echo(f"token:  {token}\nconfig: [serve] tokens = [\"{hash_token(token)}\"]")
+        return
+    from guardian.serve.server import run_server
+
+    run_server(host=host, port=port, workers=workers)
+
+
 # --- bench (issue 9): bench ---------------------------------------------------------------------
 
 

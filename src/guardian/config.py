@@ -7,12 +7,13 @@ must not silently fall back to a default.
 from __future__ import annotations
 
 import os
+import re
 import tomllib
 from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import (
     BaseSettings,
     PydanticBaseSettingsSource,
@@ -114,6 +115,38 @@ class MonitorSettings(_Section):
     queue_size: int = Field(default=256, ge=1)
 
 
+class ServeSettings(_Section):
+    """`guardian serve` (guardian.serve): the HTTP/WebSocket service."""
+
+    host: str = Field(default="127.0.0.1", description="address to listen on")
+    port: int = Field(default=8787, ge=0, le=65535)
+    tokens: tuple[str, ...] = Field(
+        default=(),
+        description="accepted bearer tokens, stored hashed: 'sha256:<64 hex>' (`guardian serve --new-token`); "
+        "empty: no auth, allowed only on a loopback host",
+    )
+    state_url: str | None = Field(
+        default=None, description="sqlite:///path or redis://host:port/db; None = SQLite under the data dir"
+    )
+    max_request_bytes: int = Field(default=1_048_576, ge=1024, description="a larger request body is refused (413)")
+    max_turn_chars: int = Field(default=20_000, ge=1, description="a longer turn is refused (422)")
+    rate_per_s: float = Field(default=50.0, ge=0.0, description="requests per second per token; 0 = no limit")
+    rate_burst: int = Field(default=100, ge=1, description="requests a token may make at once above the rate")
+    log_text: bool = Field(default=False, description="log transcript text (off: logs carry no words said)")
+    max_live_conversations: int = Field(
+        default=10_000, ge=1, description="conversations kept in memory; older ones reload from the store"
+    )
+    shutdown_timeout_s: float = Field(default=30.0, gt=0.0, description="graceful shutdown waits this long")
+
+    @field_validator("tokens")
+    @classmethod
+    def _hashed(cls, tokens: tuple[str, ...]) -> tuple[str, ...]:
+        for token in tokens:
+            if not re.fullmatch(r"sha256:[0-9a-f]{64}", token):
+                raise ValueError("tokens are stored hashed: 'sha256:' and 64 hex digits (guardian serve --new-token)")
+        return tokens
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(
         env_prefix="GUARDIAN_",
@@ -134,6 +167,7 @@ class Settings(BaseSettings):
     intent: IntentSettings = IntentSettings()
     audio: AudioSettings = AudioSettings()
     monitor: MonitorSettings = MonitorSettings()
+    serve: ServeSettings = ServeSettings()
 
     @classmethod
     def settings_customise_sources(

@@ -179,6 +179,18 @@ class Monitor:
     def risk(self, conversation_id: str) -> float:
         return self.state(conversation_id).risk
 
+    def forget(self, conversation_id: str) -> bool:
+        """Drop a conversation's state (a service evicting an idle one, or deleting it for privacy).
+
+        Its queued turns, if any, are abandoned: call it only when none are pending (after
+        `drain`, or for conversations fed through `add_turn`). Returns whether it was held.
+        """
+        with self._states_lock:
+            state = self._states.pop(conversation_id, None)
+        if state is not None and state.worker is not None:
+            state.worker.cancel()
+        return state is not None
+
     def restore(self, events: Iterable[Event]) -> None:
         """Rebuild state from a session log (resume) without re-running detectors or emitting."""
         for event in events:

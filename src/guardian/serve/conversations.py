@@ -1,0 +1,205 @@
+"""Conversations with state: the monitor in memory, the store on disk (or in Redis).
+
+One turn is handled under its conversation's lock (FIFO, so concurrent posts keep their
+arrival order and never interleave): answer a known idempotency key from the store; make
+sure the monitor holds exactly what the store holds (reload it when another worker or
+instance appended, or after a restart or an eviction); assess the turn with the monitor;
+commit it with its events; only then answer. The monitor's state is a cache of the store:
+whenever they could disagree (a failed commit, a conflict) the conversation is dropped from
+memory and rebuilt from the store on its next turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+from collections import OrderedDict
+from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+from guardian.events import Event, from_dict, to_dict
+from guardian.monitor import Monitor
+from guardian.serve.metrics import ServeMetrics
+from guardian.serve.schemas import TurnIn
+from guardian.serve.state import Conflict, StateStore, StoredTurn
+
+log = logging.getLogger("guardian.serve")
+
+T = TypeVar("T")
+
+#: Attempts at one turn when other instances keep appending to the same conversation first.
+ATTEMPTS = 5
+
+
+class IdempotencyMismatch(Exception):
+    """The idempotency key was used before for a different turn."""
+
+
+@dataclass(frozen=True, slots=True)
+class TurnResult:
+    response: dict[str, Any]
+    replayed: bool
+
+
+def request_hash(turn: TurnIn) -> str:
+    body = json.dumps(turn.model_dump(mode="json", exclude={"idempotency_key"}), sort_keys=True)
+    return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+class Conversations:
+    def __init__(
+        self,
+        monitor: Monitor,
+        store: StateStore,
+        *,
+        metrics: ServeMetrics,
+        max_live: int,
+        log_text: bool = False,
+    ) -> None:
+        self.monitor = monitor
+        self.store = store
+        self.metrics = metrics
+        self.max_live = max_live
+        self.log_text = log_text
+        self._live: OrderedDict[str, int] = OrderedDict()  # id -> turns the monitor holds, LRU order
+        self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
+        self._pending: dict[str, list[dict[str, Any]]] = {}
+        # One thread for the store: sqlite3 wants one writer, and the order of writes is the order asked.
+        self._io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="guardian-store")
+        self._in_flight = 0
+        self._idle = asyncio.Event()
+        self._idle.set()
+        monitor.subscribe(self._collect)
+
+    # --- plumbing --------------------------------------------------------------------------
+
+    async def io(self, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._io, lambda: fn(*args, **kwargs))
+
+    def _collect(self, event: Event) -> None:
+        buffer = self._pending.get(event.conversation_id or "")
+        if buffer is not None:
+            buffer.append(to_dict(event))
+
+    @asynccontextmanager
+    async def locked(self, conversation_id: str) -> AsyncIterator[None]:
+        """The conversation's lock (created on demand, removed when nobody waits for it)."""
+        lock, users = self._locks.get(conversation_id, (asyncio.Lock(), 0))
+        self._locks[conversation_id] = (lock, users + 1)
+        self._in_flight += 1
+        self._idle.clear()
+        try:
+            async with lock:
+                yield
+        finally:
+            lock, users = self._locks[conversation_id]
+            if users <= 1:
+                del self._locks[conversation_id]
+            else:
+                self._locks[conversation_id] = (lock, users - 1)
+            self._in_flight -= 1
+            if self._in_flight == 0:
+                self._idle.set()
+
+    async def drain(self) -> None:
+        """Wait until no turn is being handled (graceful shutdown)."""
+        await self._idle.wait()
+
+    def _evict(self, conversation_id: str) -> None:
+        self._live.pop(conversation_id, None)
+        self.monitor.forget(conversation_id)
+        self.metrics.open_conversations.set(len(self._live))
+
+    async def _load(self, conversation_id: str) -> int:
+        """Make the monitor hold what the store holds; returns the number of turns."""
+        stored = await self.io(self.store.count, conversation_id)
+        if self._live.get(conversation_id) == stored:
+            self._live.move_to_end(conversation_id)
+            return int(stored)
+        turns: list[StoredTurn] = await self.io(self.store.turns, conversation_id)
+        self.monitor.forget(conversation_id)
+        events = [from_dict(e, source="store") for t in turns for e in t.events]
+        self.monitor.restore(events)
+        self._live[conversation_id] = len(turns)
+        self._live.move_to_end(conversation_id)
+        excess = len(self._live) - self.max_live
+        for oldest in [c for c in self._live if c not in self._locks][: max(0, excess)]:
+            self._evict(oldest)  # least recently used first; busy ones stay
+        self.metrics.open_conversations.set(len(self._live))
+        return len(turns)
+
+    # --- the operations --------------------------------------------------------------------
+
+    async def add_turn(self, conversation_id: str, turn: TurnIn, *, idempotency_key: str | None) -> TurnResult:
+        digest = request_hash(turn)
+        async with self.locked(conversation_id):
+            if idempotency_key is not None:
+                hit = await self.io(self.store.lookup, conversation_id, idempotency_key)
+                if hit is not None:
+                    return self._replayed(hit.request_hash, digest, hit.response)
+            for _ in range(ATTEMPTS):
+                index = await self._load(conversation_id)
+                self._pending[conversation_id] = []
+                try:
+                    await self.monitor.add_turn(
+                        conversation_id, turn.speaker, turn.text, start=turn.start, end=turn.end
+                    )
+                    events = self._pending[conversation_id]
+                except BaseException:
+                    self._evict(conversation_id)
+                    raise
+                finally:
+                    self._pending.pop(conversation_id, None)
+                response = next(e for e in reversed(events) if e["type"] == "assessment")
+                stored = StoredTurn(index=index, events=tuple(events), response=response)
+                try:
+                    hit = await self.io(
+                        self.store.append, conversation_id, stored, idempotency_key=idempotency_key, request_hash=digest
+                    )
+                except Conflict:
+                    self._evict(conversation_id)  # another worker got there first: reload, assess again
+                    continue
+                except BaseException:
+                    self._evict(conversation_id)  # not stored: memory must not keep what the store lacks
+                    raise
+                if hit is not None:  # the same key was stored by another worker meanwhile
+                    self._evict(conversation_id)
+                    return self._replayed(hit.request_hash, digest, hit.response)
+                self._live[conversation_id] = index + 1
+                self._log_turn(conversation_id, index, turn, response)
+                return TurnResult(response, replayed=False)
+            raise Conflict(f"conversation {conversation_id!r} kept changing under {ATTEMPTS} attempts")
+
+    @staticmethod
+    def _replayed(stored_hash: str, digest: str, response: dict[str, Any]) -> TurnResult:
+        if stored_hash != digest:
+            raise IdempotencyMismatch
+        return TurnResult(response, replayed=True)
+
+    def _log_turn(self, conversation_id: str, index: int, turn: TurnIn, response: dict[str, Any]) -> None:
+        assessment = response["assessment"]
+        if self.log_text:
+            log.info("turn %s#%d %s: %r decision=%s", conversation_id, index, turn.speaker, turn.text,
+                     assessment["decision"])
+        else:
+            log.info("turn %s#%d chars=%d decision=%s findings=%d", conversation_id, index, len(turn.text),
+                     assessment["decision"], len(assessment["findings"]))
+
+    async def get(self, conversation_id: str) -> list[StoredTurn]:
+        return list(await self.io(self.store.turns, conversation_id))
+
+    async def delete(self, conversation_id: str) -> bool:
+        async with self.locked(conversation_id):
+            removed = bool(await self.io(self.store.delete, conversation_id))
+            self._evict(conversation_id)
+        return removed
+
+    async def aclose(self) -> None:
+        await self.drain()
+        self._io.shutdown(wait=True)

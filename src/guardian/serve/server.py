@@ -1,0 +1,57 @@
+"""`guardian serve`: check the settings, then run uvicorn with the app factory.
+
+Everything a user can get wrong (no tokens on a public address, a store that cannot be
+opened, a bad state_url) is one sentence before uvicorn starts. uvicorn handles SIGTERM and
+Ctrl-C: it stops accepting, waits up to `[serve] shutdown_timeout_s` for requests in flight,
+then the app's shutdown drains the turns being assessed and closes the store.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+
+from guardian.config import settings
+from guardian.errors import InputError
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def run_server(*, host: str | None, port: int | None, workers: int) -> None:
+    import uvicorn
+
+    from guardian.serve.state import open_store
+
+    config = settings().serve
+    host = host if host is not None else config.host
+    port = port if port is not None else config.port
+    if workers < 1:
+        raise InputError("--workers must be at least 1")
+    if not config.tokens and not is_loopback(host):
+        raise InputError(
+            f"no tokens are configured, so guardian serve listens on loopback only (not {host}); "
+            "add [serve] tokens (guardian serve --new-token) to serve other machines"
+        )
+    open_store(config.state_url).close()  # a bad path or an unreachable Redis: say so now
+    level = settings().log_level
+    logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("guardian.serve").setLevel(min(logging.INFO, logging.getLevelName(level.upper())))
+    uvicorn.run(
+        "guardian.serve.app:create_app",
+        factory=True,
+        host=host,
+        port=port,
+        workers=workers,
+        access_log=False,  # its lines carry query strings (a WebSocket ?token=); ours do not
+        log_level=level,
+        timeout_graceful_shutdown=int(config.shutdown_timeout_s),
+        ws_max_size=config.max_request_bytes,
+        lifespan="on",
+    )

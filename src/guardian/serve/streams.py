@@ -1,0 +1,129 @@
+"""`WS /v1/conversations/{id}/events`: push turns, receive the monitor's events as they happen.
+
+The client sends turns as JSON (`{"speaker", "text", "start"?, "end"?, "idempotency_key"?}`),
+and receives every event of the conversation in the `guardian watch --headless` schema
+(turn, finding, assessment, error), including those of turns posted over HTTP meanwhile.
+A turn pushed here goes through the same path as `POST .../turns` (stored before its
+assessment is sent). A bad message is answered with an `error` event (kind `input`); the
+stream goes on. A client too slow to read its events is disconnected (close code 1013)
+rather than having events dropped silently.
+
+Auth: `Authorization: Bearer <token>` on the upgrade request, or `?token=` for clients that
+cannot set headers (browsers); the token never reaches the logs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from typing import Any
+
+from fastapi import FastAPI, WebSocket, WebSocketDisconnect
+from fastapi.responses import JSONResponse
+from pydantic import ValidationError
+
+from guardian.events import Event, to_dict
+from guardian.serve.conversations import IdempotencyMismatch
+from guardian.serve.runtime import Runtime, ServiceError, check_turn
+from guardian.serve.schemas import StreamTurnIn, valid_id
+
+#: Events a client may leave unread before it is disconnected.
+MAX_UNREAD = 1000
+
+
+def input_error(conversation_id: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "conversation_id": conversation_id, "time": time.time(), "turn": None,
+            "kind": "input", "detector": None, "line": None, "message": message}
+
+
+async def admit_socket(websocket: WebSocket, object_id: str) -> str | None:
+    """Check the id, token and rate limit before accepting; refuse with an HTTP answer otherwise."""
+    rt: Runtime = websocket.app.state.guardian
+    try:
+        if not valid_id(object_id):
+            raise ServiceError(422, "invalid", "the id must be 1-128 letters, digits or . _ : -")
+        client = rt.admit(websocket.headers.get("authorization"), token=websocket.query_params.get("token"))
+        rt.require()
+    except ServiceError as exc:
+        response = JSONResponse({"error": exc.code, "message": exc.message, "detail": None},
+                                status_code=exc.status, headers=exc.headers)
+        try:
+            await websocket.send_denial_response(response)
+        except RuntimeError:  # the server cannot send an HTTP answer to an upgrade: close instead
+            await websocket.close(code=1008, reason=exc.message[:120])
+        return None
+    websocket.state.client = client
+    return client
+
+
+def add_stream_routes(app: FastAPI) -> None:
+    @app.websocket("/v1/conversations/{conversation_id}/events")
+    async def conversation_events(websocket: WebSocket, conversation_id: str) -> None:
+
+        client = await admit_socket(websocket, conversation_id)
+        if client is None:
+            return
+        rt: Runtime = websocket.app.state.guardian
+        conversations = rt.require()
+        await websocket.accept()
+        unread: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=MAX_UNREAD)
+        overflow = asyncio.Event()
+
+        def deliver(event: Event) -> None:
+            if event.conversation_id != conversation_id:
+                return
+            try:
+                unread.put_nowait(to_dict(event))
+            except asyncio.QueueFull:
+                overflow.set()
+
+        unsubscribe = conversations.monitor.subscribe(deliver)
+        rt.metrics.open_streams.inc()
+
+        async def write() -> None:
+            while True:
+                await websocket.send_text(json.dumps(await unread.get(), ensure_ascii=False))
+
+        async def read() -> None:
+            while True:
+                raw = await websocket.receive_text()
+                try:
+                    turn = StreamTurnIn.model_validate_json(raw)
+                    check_turn(rt, turn)
+                    wait = rt.limiter.take(client)
+                    if wait > 0:
+                        raise ServiceError(429, "rate_limited", f"too many turns for this token; retry in {wait:.2f} s")
+                    result = await conversations.add_turn(conversation_id, turn, idempotency_key=turn.idempotency_key)
+                except ValidationError as exc:
+                    first = exc.errors()[0]
+                    where = ".".join(str(p) for p in first["loc"]) or "message"
+                    await unread.put(input_error(conversation_id, f"{where}: {first['msg']}"))
+                    continue
+                except ServiceError as exc:
+                    await unread.put(input_error(conversation_id, exc.message))
+                    continue
+                except IdempotencyMismatch:
+                    await unread.put(input_error(conversation_id, "this idempotency_key was used for a different turn"))
+                    continue
+                if result.replayed:  # no events were produced: send the stored answer again
+                    await unread.put(result.response)
+
+        tasks = [asyncio.create_task(read()), asyncio.create_task(write()), asyncio.create_task(overflow.wait())]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            if tasks[2] in done:
+                rt.metrics.errors.labels("slow_client").inc()
+                with contextlib.suppress(Exception):
+                    await websocket.close(code=1013, reason="events were not read fast enough")
+            for task in done:
+                exc = None if task.cancelled() else task.exception()
+                if exc is not None and not isinstance(exc, WebSocketDisconnect | RuntimeError):
+                    raise exc
+        finally:
+            unsubscribe()
+            rt.metrics.open_streams.dec()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
