@@ -12,7 +12,6 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from guardian.agents._engine import GuardianEvent
     from guardian.agents.callbacks import GuardianCallbackHandler
     from guardian.agents.cascade import CascadeDetector
     from guardian.agents.guard import GuardedRunnable, guard
@@ -20,12 +19,13 @@ if TYPE_CHECKING:
     from guardian.agents.llm import chat_model_from_settings
     from guardian.agents.manipulation import LLMDetector
     from guardian.agents.middleware import GuardianMiddleware, GuardianState
+    from guardian.agents.types import GuardianEvent
 
 _LAZY: dict[str, str] = {
     # name -> module (relative to guardian.agents)
     "GuardianMiddleware": "middleware",
     "GuardianState": "middleware",
-    "GuardianEvent": "_engine",
+    "GuardianEvent": "types",
     "guard": "guard",
     "GuardedRunnable": "guard",
     "GuardianCallbackHandler": "callbacks",

@@ -14,32 +14,25 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import threading
-import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from guardian.agents._screening import (
     Direction,
     MessageTurn,
     Speakers,
-    failed,
     is_flagged,
     log,
-    merge,
-    refused,
-    run_detector,
     summary,
     to_conversation,
 )
+from guardian.agents.types import FindingCallback, GuardianEvent
 from guardian.conversation import Conversation
 from guardian.detectors.base import Detector
-from guardian.findings import Assessment
-from guardian.language import not_assessed_reason
+from guardian.findings import Assessment, DetectorError
 from guardian.language import warm_up as warm_language
+from guardian.runner import Run, Runner
 
 DetectorSpec = str | Detector
 """A registered detector name (`guardian detectors` lists them) or a Detector instance."""
@@ -63,22 +56,6 @@ def anonymous_id(turns: Sequence[MessageTurn]) -> str:
 
 
 @dataclass(frozen=True, slots=True)
-class GuardianEvent:
-    """What `on_finding` callbacks receive: one screened turn that was flagged."""
-
-    direction: Direction
-    thread_id: str | None
-    assessment: Assessment
-    action: str
-    text: str
-    message_id: str | None = None
-    time: float = field(default_factory=time.time)
-
-
-FindingCallback = Callable[[GuardianEvent], Any]
-
-
-@dataclass(frozen=True, slots=True)
 class Verdict:
     """The outcome of screening one turn."""
 
@@ -88,29 +65,36 @@ class Verdict:
 
 
 class DetectorPool:
-    """Detectors created once, on first use; creation failures are remembered and reported."""
+    """Detectors created once, on first use, and run by one `guardian.runner.Runner`.
+
+    Creation failures are remembered and reported in every assessment (kind
+    "unavailable"); CPU-bound detectors are serialised (`serialize=True`: tokenizers are
+    not re-entrant); every failure is logged as a warning for the application's logs.
+    """
 
     def __init__(self, specs: Sequence[DetectorSpec] | None, *, timeout_s: float | None) -> None:
         self._specs = list(specs) if specs is not None else None
         self._timeout_s = timeout_s
         self._lock = threading.Lock()
-        self._detectors: list[Detector] | None = None
-        self._locks: dict[int, threading.Lock] = {}
-        self._unavailable: list[tuple[str, str]] = []
-        self._executor: ThreadPoolExecutor | None = None
+        self._runner: Runner | None = None
 
     def detectors(self) -> list[Detector]:
-        if self._detectors is None:
-            with self._lock:
-                if self._detectors is None:
-                    self._detectors = self._create()
-        return self._detectors
+        return self._ready().detectors
 
-    def _create(self) -> list[Detector]:
+    def _ready(self) -> Runner:
+        if self._runner is None:
+            with self._lock:
+                if self._runner is None:
+                    made, unavailable = self._create()
+                    self._runner = Runner(made, timeout_s=self._timeout_s, serialize=True, unavailable=unavailable)
+        return self._runner
+
+    def _create(self) -> tuple[list[Detector], list[DetectorError]]:
         from guardian.detectors import registry
 
         specs: list[DetectorSpec] = list(self._specs) if self._specs is not None else list(default_detector_names())
         made: list[Detector] = []
+        unavailable: list[DetectorError] = []
         for spec in specs:
             if isinstance(spec, Detector):
                 made.append(spec)
@@ -120,95 +104,42 @@ class DetectorPool:
                 made.append(registry.create(spec, kind="assistant") if spec == "local" else registry.create(spec))
             except Exception as exc:
                 log.warning("guardian detector %s is unavailable: %s", spec, exc)
-                self._unavailable.append((spec, str(exc)))
+                unavailable.append(DetectorError(detector=spec, kind="unavailable", message=str(exc)))
         if self._specs is None and not made and "keyphrases" not in specs:
             # The default was only a preference: fall back quietly (logged above) to the
             # key phrases, and report a failure only if nothing at all can run.
-            self._unavailable.clear()
+            unavailable.clear()
             try:
                 made.append(registry.create("keyphrases"))
             except Exception as exc:
-                self._unavailable.append(("keyphrases", str(exc)))
+                unavailable.append(DetectorError(detector="keyphrases", kind="unavailable", message=str(exc)))
         warm_language()  # the identifier every screen consults first (a second to load)
         for d in made:
-            self._locks[id(d)] = threading.Lock()
             # Load models here, once, outside any time limit: otherwise the first turns
             # would be recorded as timeouts while a model loads instead of being screened.
             try:
                 d.warm_up()
             except Exception as exc:
                 log.warning("guardian detector %s failed to warm up: %s", d.name, exc)
-        return made
+        return made, unavailable
 
     def warm_up(self) -> None:
         """Create and load the detectors now (the first screen does it otherwise)."""
-        self.detectors()
-
-    def _native_async(self, detector: Detector) -> bool:
-        return type(detector).aanalyze is not Detector.aanalyze
-
-    def _locked(self, detector: Detector, window: Conversation) -> Assessment:
-        if self._native_async(detector):  # network-bound (LLM): no need to serialise
-            return run_detector(detector, window)
-        with self._locks[id(detector)]:
-            return run_detector(detector, window)
-
-    def _missing(self, window: Conversation) -> list[Assessment]:
-        return [failed(name, window, message, kind="unavailable") for name, message in self._unavailable]
+        self._ready()
 
     def assess(self, window: Conversation) -> Assessment:
-        started = time.perf_counter()
-        reason = not_assessed_reason(window)
-        if reason is not None:
-            return refused(reason, window, started=started)
-        detectors = self.detectors()
-        if self._timeout_s is None:
-            parts = [self._locked(d, window) for d in detectors]
-        else:
-            parts = self._timed(detectors, window, self._timeout_s)
-        return merge([*parts, *self._missing(window)], window, started=started)
-
-    def _timed(self, detectors: Sequence[Detector], window: Conversation, timeout_s: float) -> list[Assessment]:
-        """Run in worker threads and stop waiting at the deadline: a hung detector costs
-        `timeout_s` and a recorded timeout, never a hung chatbot."""
-        if self._executor is None:
-            with self._lock:
-                if self._executor is None:
-                    self._executor = ThreadPoolExecutor(
-                        max_workers=max(4, 2 * len(detectors)), thread_name_prefix="guardian-detector"
-                    )
-        futures = [self._executor.submit(self._locked, d, window) for d in detectors]
-        deadline = time.monotonic() + timeout_s
-        parts: list[Assessment] = []
-        for detector, future in zip(detectors, futures, strict=True):
-            try:
-                parts.append(future.result(timeout=max(0.0, deadline - time.monotonic())))
-            except FutureTimeout:
-                parts.append(failed(detector, window, f"no answer within {timeout_s:g} s", kind="timeout"))
-        return parts
+        return _logged(self._ready().run(window), window)
 
     async def aassess(self, window: Conversation) -> Assessment:
-        started = time.perf_counter()
-        reason = await asyncio.to_thread(not_assessed_reason, window)
-        if reason is not None:
-            return refused(reason, window, started=started)
-        detectors = await asyncio.to_thread(self.detectors) if self._detectors is None else self._detectors
-        parts = await asyncio.gather(*(self._arun(d, window) for d in detectors))
-        return merge([*parts, *self._missing(window)], window, started=started)
+        runner = self._runner if self._runner is not None else await asyncio.to_thread(self._ready)
+        return _logged(await runner.arun(window), window)
 
-    async def _arun(self, detector: Detector, window: Conversation) -> Assessment:
-        try:
-            if self._native_async(detector):
-                coro = detector.aanalyze(window)
-            else:
-                coro = asyncio.to_thread(self._locked, detector, window)
-            if self._timeout_s is None:
-                return await coro
-            return await asyncio.wait_for(coro, timeout=self._timeout_s)
-        except TimeoutError:
-            return failed(detector, window, f"no answer within {self._timeout_s:g} s", kind="timeout")
-        except Exception as exc:
-            return failed(detector, window, exc)
+
+def _logged(run: Run, window: Conversation) -> Assessment:
+    """The run's assessment, each failure logged: the chatbot goes on, its operators should know."""
+    for failure in run.failures:
+        log.warning("guardian detector %s failed on %s: %s", failure.detector, window.id, failure.message)
+    return run.assessment
 
 
 class ThreadMemory:

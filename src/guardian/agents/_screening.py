@@ -10,26 +10,21 @@ list of messages and a detector, the way LangChain tests `_redaction.py` apart f
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 
+from guardian.agents.types import Direction
+from guardian.agents.types import Policy as Policy  # re-exported for the integration modules
 from guardian.conversation import Conversation
 from guardian.detectors.base import Detector
-from guardian.findings import Assessment, DetectorError
-from guardian.language import not_assessed_reason
+from guardian.findings import Assessment
+from guardian.runner import Runner
 
 log = logging.getLogger("guardian.agents")
 
-Direction = Literal["input", "output"]
-"""`input`: what the user says, screened before the model sees it (a user socially
-engineering the bot). `output`: what the model says, screened before the user sees it
-(a bot manipulating its user)."""
-
-Policy = Literal["observe", "warn", "block"]
 
 METADATA_KEY = "guardian"
 """Key under `message.response_metadata` that carries the assessment of that message.
@@ -110,67 +105,11 @@ def latest_index(messages: Sequence[BaseMessage], kind: type[BaseMessage]) -> in
     return None
 
 
-def run_detector(detector: Detector, window: Conversation) -> Assessment:
-    """One detector's assessment; a failure becomes a recorded DetectorError, never a raise."""
-    try:
-        return detector.analyze(window)
-    except Exception as exc:  # a detector must never break the chatbot
-        return failed(detector, window, exc)
-
-
-def failed(
-    detector: Detector | str,
-    window: Conversation,
-    exc: BaseException | str,
-    *,
-    kind: Literal["error", "timeout", "unavailable"] = "error",
-) -> Assessment:
-    name = detector if isinstance(detector, str) else getattr(detector, "name", type(detector).__name__)
-    message = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
-    log.warning("guardian detector %s failed on %s: %s", name, window.id, message)
-    last = window.last
-    return Assessment(
-        conversation_id=window.id,
-        turn=last.index if last is not None else -1,
-        detectors=(name,),
-        errors=(DetectorError(detector=name, kind=kind, message=message),),
-    )
-
-
-def merge(parts: Sequence[Assessment], window: Conversation, *, started: float) -> Assessment:
-    last = window.last
-    return Assessment.merge(
-        parts,
-        conversation_id=window.id,
-        turn=last.index if last is not None else -1,
-        latency_ms=round((time.perf_counter() - started) * 1000.0, 3),
-    )
-
-
-def refused(reason: str, window: Conversation, *, started: float) -> Assessment:
-    """The assessment of a window the detectors were not run on (`reason`: e.g. "language fr").
-
-    Not flagged, whatever the policy: there is no verdict to act on, only the reason.
-    """
-    last = window.last
-    return Assessment.refused(
-        reason,
-        conversation_id=window.id,
-        turn=last.index if last is not None else -1,
-        latency_ms=round((time.perf_counter() - started) * 1000.0, 3),
-    )
-
-
 def assess(detectors: Sequence[Detector], window: Conversation) -> Assessment:
-    """All detectors on `window`, merged; failures are recorded in `errors`.
-
-    A window the models cannot read (not English) is not given to the detectors.
-    """
-    started = time.perf_counter()
-    reason = not_assessed_reason(window)
-    if reason is not None:
-        return refused(reason, window, started=started)
-    return merge([run_detector(d, window) for d in detectors], window, started=started)
+    """All detectors on `window`, merged, by the one runner (`guardian.runner`): failures are
+    recorded in `errors`, ungrounded quotes dropped, and a window the models cannot read
+    (not English) is not given to the detectors."""
+    return Runner(detectors).assess(window)
 
 
 def findings_on_turn(assessment: Assessment) -> list[Any]:
