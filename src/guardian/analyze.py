@@ -7,7 +7,6 @@ to the window size), exactly as the live monitor would see it.
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
@@ -21,8 +20,9 @@ from guardian.conversation import Conversation
 from guardian.detectors import registry
 from guardian.detectors.base import Detector
 from guardian.errors import InputError
-from guardian.findings import Assessment, DetectorError
+from guardian.findings import Assessment
 from guardian.readers import configured_limits, megabytes, parse_transcript, read_transcript
+from guardian.runner import Runner
 from guardian.terminal_text import terminal_safe
 
 
@@ -77,83 +77,21 @@ def assess_turns(
     window: int,
     progress: Callable[[int], None] | None = None,
 ) -> list[Assessment]:
-    """Per-turn assessments; a failing detector is recorded in the assessment, never raised.
+    """Per-turn assessments, by the one runner (`guardian.runner`): a failing detector is
+    recorded in the assessment, never raised; a quote not in the transcript is dropped.
 
     Each detector sees the windows in batches (`Detector.analyze_batch`); `progress` is
     called with the number of turns finished as each batch completes.
     """
+    runner = Runner(detectors)
     turns = conversation.turns
     merged: list[Assessment] = []
     for first in range(0, len(turns), BATCH):
         chunk = turns[first : first + BATCH]
-        merged.extend(assess_windows([conversation.window(window, ending_at=turn.index) for turn in chunk], detectors))
+        merged.extend(runner.assess_batch([conversation.window(window, ending_at=turn.index) for turn in chunk]))
         if progress is not None:
             progress(len(merged))
     return merged
-
-
-def assess_windows(views: Sequence[Conversation], detectors: Sequence[Detector]) -> list[Assessment]:
-    """The merged assessment of each window's latest turn, the detectors batched over the windows.
-
-    The batched twin of one monitor step: windows the models cannot read (another
-    language) are not given to the detectors and say why (`not_assessed`); a failing
-    detector is recorded, never raised. Windows may come from different conversations
-    (evaluation batches across them); each conversation's windows must be in turn order,
-    as detectors that remember a conversation (the intent model) expect. Each window's
-    `latency_ms` is its share of the batch's time.
-    """
-    from guardian.language import not_assessed_reason
-
-    reasons = [not_assessed_reason(view) for view in views]
-    live = [n for n, reason in enumerate(reasons) if reason is None]
-    live_views = [views[n] for n in live]
-    parts: list[list[Assessment]] = [[] for _ in live]
-    latency = [0.0] * len(views)
-    for detector in detectors if live_views else ():
-        started = time.perf_counter()
-        results = _batch(detector, live_views)
-        share = (time.perf_counter() - started) * 1000 / len(live_views)
-        for row, result in enumerate(results):
-            parts[row].append(result)
-            latency[live[row]] += share
-    verdicts = dict(zip(live, parts, strict=True))
-    out: list[Assessment] = []
-    for n, view in enumerate(views):
-        last = view.last
-        index = last.index if last is not None else -1
-        reason = reasons[n]
-        if reason is not None:
-            out.append(Assessment.refused(reason, conversation_id=view.id, turn=index))
-        else:
-            out.append(
-                Assessment.merge(verdicts[n], conversation_id=view.id, turn=index, latency_ms=round(latency[n], 3))
-            )
-    return out
-
-
-def _batch(detector: Detector, views: Sequence[Conversation]) -> list[Assessment]:
-    """The detector's verdicts on `views`; when the batch fails, window by window so one bad
-    window costs only its own verdict (recorded as an error), never the others'."""
-    try:
-        results = detector.analyze_batch(views)
-        if len(results) == len(views):
-            return results
-    except Exception:  # isolated below, window by window
-        pass
-    out = []
-    for view in views:
-        try:
-            out.append(detector.analyze(view))
-        except Exception as exc:  # a detector bug must not lose the other detectors' verdicts
-            last = view.turns[-1].index if view.turns else -1
-            out.append(
-                Assessment(
-                    conversation_id=view.id,
-                    turn=last,
-                    errors=(DetectorError(detector=detector.name, message=f"{type(exc).__name__}: {exc}"),),
-                )
-            )
-    return out
 
 
 def run_analyze(

@@ -8,8 +8,9 @@ that decides ordering, de-duplication and the conversation's risk:
   is emitted at once (so a UI can show it before any detector answers), its
   errors, new findings and `AssessmentReady` follow when the detectors are done;
 - detectors run concurrently on the window (the last `window` turns), each under
-  its own timeout; a failing or slow detector becomes an `ErrorRaised` event and
-  the others' verdicts stand;
+  its own timeout, by the one runner (`guardian.runner`, shared with `analyze` and the
+  chatbot integration); a failing or slow detector, or a quote that is not in the
+  transcript, becomes an `ErrorRaised` event and the others' verdicts stand;
 - a window the models cannot read (not English: `guardian.language`) is not given
   to the detectors; its assessment says why (`not_assessed`) and carries no verdict;
 - a finding already alerted in this conversation (same label, same quoted span)
@@ -25,16 +26,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
-from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from typing import Any
 
 from guardian.conversation import Conversation, Turn
 from guardian.detectors.base import Detector
 from guardian.events import AssessmentReady, ErrorRaised, Event, FindingRaised, TurnAdded
-from guardian.findings import Assessment, DetectorError, Finding
-from guardian.language import not_assessed_reason
+from guardian.findings import Assessment, Finding
+from guardian.runner import Run, Runner, describe
 
 log = logging.getLogger(__name__)
 
@@ -135,7 +134,7 @@ class Monitor:
         self._states_lock = threading.Lock()
         self._subscribers: list[Subscriber] = []
         self._semaphore: asyncio.Semaphore | None = None
-        self._pool: ThreadPoolExecutor | None = None
+        self._runner = Runner(self.detectors, timeout_s=timeout_s, clock=clock)
 
     # --- subscribers ------------------------------------------------------------------------
 
@@ -236,23 +235,7 @@ class Monitor:
         if self._semaphore is None:
             self._semaphore = asyncio.Semaphore(self.max_concurrency)
         async with state.async_order, self._semaphore:
-            window = state.window(index, self.window)
-            began = self._clock()
-            reason = await asyncio.to_thread(not_assessed_reason, window)
-            if reason is not None:
-                return self._finish(state, window, [], latency_ms=(self._clock() - began) * 1000, not_assessed=reason)
-            results = await asyncio.gather(*(self._run_async(d, window) for d in self.detectors))
-            return self._finish(state, window, results, latency_ms=(self._clock() - began) * 1000)
-
-    async def _run_async(self, detector: Detector, window: Conversation) -> Assessment | DetectorError:
-        try:
-            return await asyncio.wait_for(detector.aanalyze(window), timeout=self.timeout_s)
-        except TimeoutError:
-            return DetectorError(
-                detector=detector.name, kind="timeout", message=f"no answer within {self.timeout_s:g} s"
-            )
-        except Exception as exc:
-            return DetectorError(detector=detector.name, kind="error", message=_describe(exc))
+            return self._finish(state, await self._runner.arun(state.window(index, self.window)))
 
     async def reassess_pending(self) -> int:
         """Assess every recorded turn that has no assessment yet (a resumed log); returns how many."""
@@ -297,7 +280,7 @@ class Monitor:
             except Exception as exc:  # keep consuming: the turn is reported, never lost silently
                 log.exception("assessing turn %s of %s failed", index, conversation_id)
                 self._emit(
-                    ErrorRaised(conversation_id=conversation_id, turn=index, kind="error", message=_describe(exc))
+                    ErrorRaised(conversation_id=conversation_id, turn=index, kind="error", message=describe(exc))
                 )
             finally:
                 queue.task_done()
@@ -318,9 +301,7 @@ class Monitor:
         for state in self._states.values():
             state.worker = None
             state.queue = None
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        self._runner.close()
 
     # --- intake: sync (callbacks, scripts, threads without an event loop) ------------------
 
@@ -334,41 +315,15 @@ class Monitor:
         end: float | None = None,
         source: str = "text",
     ) -> Assessment:
-        """The blocking twin of `add_turn`: detectors run in a thread pool with the same timeouts."""
+        """The blocking twin of `add_turn`: the same runner, its detectors in worker threads
+        under the same timeouts."""
         state = self.state(conversation_id)
         with state.sync_order:
             turn = self._record(state, speaker, text, start=start, end=end, source=source)
-            window = state.window(turn.index, self.window)
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(
-                    max_workers=max(4, 2 * len(self.detectors)), thread_name_prefix="guardian-detector"
-                )
-            began = self._clock()
-            reason = not_assessed_reason(window)
-            if reason is not None:
-                return self._finish(state, window, [], latency_ms=(self._clock() - began) * 1000, not_assessed=reason)
-            futures = [(d, self._pool.submit(d.analyze, window)) for d in self.detectors]
-            deadline = time.monotonic() + self.timeout_s
-            results: list[Assessment | DetectorError] = []
-            for detector, future in futures:
-                try:
-                    results.append(future.result(timeout=max(0.0, deadline - time.monotonic())))
-                except FutureTimeout:
-                    results.append(
-                        DetectorError(
-                            detector=detector.name,
-                            kind="timeout",
-                            message=f"no answer within {self.timeout_s:g} s",
-                        )
-                    )
-                except Exception as exc:
-                    results.append(DetectorError(detector=detector.name, kind="error", message=_describe(exc)))
-            return self._finish(state, window, results, latency_ms=(self._clock() - began) * 1000)
+            return self._finish(state, self._runner.run(state.window(turn.index, self.window)))
 
     def close(self) -> None:
-        if self._pool is not None:
-            self._pool.shutdown(wait=False, cancel_futures=True)
-            self._pool = None
+        self._runner.close()
 
     # --- the shared core ------------------------------------------------------------------------
 
@@ -388,39 +343,12 @@ class Monitor:
         self._emit(TurnAdded(conversation_id=state.id, turn=turn))
         return turn
 
-    def _finish(
-        self,
-        state: ConversationState,
-        window: Conversation,
-        results: Sequence[Assessment | DetectorError],
-        *,
-        latency_ms: float,
-        not_assessed: str | None = None,
-    ) -> Assessment:
+    def _finish(self, state: ConversationState, run: Run) -> Assessment:
+        """Record the runner's assessment in the conversation and announce it: the runner's
+        failures, the findings not alerted before in this conversation, then the assessment."""
         conversation_id = state.id
-        last = window.last
-        index = last.index if last is not None else -1
-        parts = [r for r in results if isinstance(r, Assessment)]
-        errors = [r for r in results if isinstance(r, DetectorError)]
-        for part in parts:
-            for finding in part.findings:
-                if not _grounded(finding, window):
-                    errors.append(
-                        DetectorError(
-                            detector=finding.detector,
-                            kind="error",
-                            message=f"dropped a {finding.label} finding whose quote is not in the transcript",
-                        )
-                    )
-        merged = Assessment.merge(parts, conversation_id=conversation_id, turn=index, latency_ms=latency_ms)
-        merged = merged.model_copy(
-            update={
-                "not_assessed": not_assessed or merged.not_assessed,
-                "findings": tuple(f for f in merged.findings if _grounded(f, window)),
-                "errors": (*merged.errors, *errors),
-                "detectors": tuple(dict.fromkeys((*merged.detectors, *(e.detector for e in errors)))),
-            }
-        )
+        merged = run.assessment
+        index = merged.turn
         fresh: list[Finding] = []
         with state.lock:
             for finding in merged.findings:
@@ -432,7 +360,7 @@ class Monitor:
             state.risk_history.append(state.risk)
             state.assessments[index] = merged
             risk = state.risk
-        for error in errors:
+        for error in run.failures:
             self._emit(ErrorRaised.from_detector(error, conversation_id=conversation_id, turn=index))
         for finding in fresh:
             self._emit(FindingRaised(conversation_id=conversation_id, turn=index, finding=finding))
@@ -440,20 +368,3 @@ class Monitor:
             AssessmentReady(conversation_id=conversation_id, assessment=merged, risk=risk, new_findings=len(fresh))
         )
         return merged
-
-
-def _grounded(finding: Finding, window: Conversation) -> bool:
-    """Evidence must be the transcript's own words at the span it names."""
-    for evidence in finding.evidence:
-        try:
-            text = window.turn(evidence.turn).text
-        except KeyError:
-            return False
-        if text[evidence.start : evidence.end] != evidence.quote:
-            return False
-    return True
-
-
-def _describe(exc: BaseException) -> str:
-    message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-    return f"{type(exc).__name__}: {message}" if message else type(exc).__name__

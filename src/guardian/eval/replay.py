@@ -5,7 +5,7 @@ gets a verdict after every turn, and one false alarm anywhere in an ordinary cha
 is a false alarm. So this replays each conversation the way the monitor sees it:
 every turn is assessed as the latest turn of its window (the turns before it, up to
 `[monitor] window`), by the default detector set, merged as the monitor merges them
-(`guardian.analyze.assess_windows`, the batched twin of a monitor step), and reports
+(`guardian.runner.Runner.assess_batch`, the batched twin of a monitor step), and reports
 per file:
 
 - `flagged_any`: share of conversations flagged at some turn (the false-alarm rate
@@ -187,7 +187,9 @@ def replay(
     """
     from tqdm import tqdm
 
-    from guardian.analyze import assess_windows
+    from guardian.runner import Runner
+
+    runner = Runner(detectors)
 
     owners: list[int] = []
     views: list[Conversation] = []
@@ -208,7 +210,7 @@ def replay(
     ) as bar:
         for first in range(0, len(views), batch):
             chunk = views[first : first + batch]
-            for owner, assessment in zip(owners[first : first + batch], assess_windows(chunk, detectors), strict=True):
+            for owner, assessment in zip(owners[first : first + batch], runner.assess_batch(chunk), strict=True):
                 out[owner].append(assessment)
             bar.update(len(chunk))
     return out
