@@ -2,10 +2,10 @@
 
 Every model guardian ships was trained on English. On another language it does not
 fail loudly; it returns confident nonsense (a French chat scored on English word
-pieces), which is worse than no answer. So each runner (`guardian analyze`, the
-live monitor, the chatbot screening) asks `not_assessed_reason(window)` before the
-detectors run and, when it names a reason, records "not assessed: language fr"
-instead of a verdict.
+pieces), which is worse than no answer. So the runner (`guardian.runner`, behind
+`guardian analyze`, the live monitor and the chatbot screening) asks
+`not_assessed_reason(window)` before the detectors run and, when it names a reason,
+records "not assessed: language fr" instead of a verdict.
 
 The decision is made on the window's text (what the detectors would read), not on
 one turn, and leans towards English: a window with fewer than `MIN_LETTERS`
