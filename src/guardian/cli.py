@@ -428,11 +428,17 @@ def watch(
 
 @app.command()
 def report(
-    log: Annotated[Path, typer.Argument(help="A session log written by `guardian watch`.")],
+    log: Annotated[
+        Path, typer.Argument(help="A session log written by `guardian watch`, or the --out table of a bulk `guardian analyze`.")
+    ],
     output_format: Annotated[str, typer.Option("--format", "-f", help="markdown | html | json")] = "markdown",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    all_rows: Annotated[
+        bool, typer.Option("--all", help="Results table: every conversation, not only the flagged ones.")
+    ] = False,
 ) -> None:
-    """Write a shareable report of a watched session (transcript, quotes, findings, risk)."""
+    """Write a shareable report of a watched session, or of the flagged conversations of a bulk run."""
+    from guardian.bulk.report import is_results_table, render_results
     from guardian.report import ReportFormat, render, write_report
     from guardian.session_log import read_log
 
@@ -440,8 +446,11 @@ def report(
         fmt = ReportFormat(output_format)
     except ValueError:
         raise fail(f"--format must be one of {', '.join(f.value for f in ReportFormat)}") from None
-    record = read_log(log)
-    text = render(record.events, fmt=fmt, title=f"guardian report: {record.source or log.name}")
+    if is_results_table(log):
+        text = render_results(log, fmt=fmt, include_all=all_rows)
+    else:
+        record = read_log(log)
+        text = render(record.events, fmt=fmt, title=f"guardian report: {record.source or log.name}")
     if output is None:
         sys.stdout.write(text)
     else:

@@ -66,7 +66,10 @@ def decode(row: dict[str, Any]) -> Item:
 class RayScreener:
     """The actor: detectors loaded once, one `screen_batch` per Ray batch."""
 
-    def __init__(self, options: dict[str, Any]) -> None:
+    options: dict[str, Any] = {}  # noqa: RUF012 - set on the subclass `screen_ray` builds
+
+    def __init__(self) -> None:
+        options = self.options
         self.screener = Screener(ScreenOptions(
             detectors=tuple(options["detectors"]), window=int(options["window"]), per_turn=bool(options["per_turn"])
         ))
@@ -100,7 +103,10 @@ def screen_ray(
         context = ray.data.DataContext.get_current()
         context.execution_options.preserve_order = True
         context.enable_progress_bars = False  # guardian draws its own bar
-        logging.getLogger("ray.data").setLevel(logging.WARNING)
+        logging.getLogger("ray.data").setLevel(logging.ERROR)
+        # The options travel with the class, not as constructor arguments in the object store
+        # (Ray warns that those cannot be recovered when an actor is restarted).
+        actor = type("RayScreener", (RayScreener,), {"options": asdict(options)})
         chunk = max(CHUNK_PER_WORKER * workers, 1)
         pending = iter(items)
         while True:
@@ -108,10 +114,9 @@ def screen_ray(
             if not part:
                 return
             dataset = ray.data.from_items(part).map_batches(
-                RayScreener,
-                fn_constructor_kwargs={"options": asdict(options)},
+                actor,
                 batch_size=BATCH,
-                concurrency=workers,
+                compute=ray.data.ActorPoolStrategy(size=workers),
                 num_cpus=1,
             )
             for batch in dataset.iter_batches(batch_size=BATCH, batch_format="numpy"):
@@ -130,12 +135,15 @@ def _connect(ray: Any, address: str | None) -> bool:
     import os
 
     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")  # offline: no usage report
+    # Ray's C++ core logs a line to the terminal for every Ray Data actor (its constructor arguments
+    # live in the object store); only fatal ones are shown unless the user asks for more.
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "fatal")
     try:
         ray.init(
             address=address,
             include_dashboard=False,
             log_to_driver=False,
-            logging_level=logging.WARNING,
+            logging_level=logging.ERROR,
             configure_logging=True,
             runtime_env={"env_vars": {"RAY_USAGE_STATS_ENABLED": "0"}} if address is None else None,
         )

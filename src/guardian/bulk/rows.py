@@ -8,7 +8,7 @@ into `Finding`s and highlight their quotes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -92,6 +92,17 @@ def _scores(scores: dict[str, float]) -> tuple[Score, ...]:
     return tuple(Score(name=k, score=v) for k, v in sorted(scores.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
+def _distinct(findings: Iterable[Finding]) -> tuple[Finding, ...]:
+    """Each finding once (a quote stays in the windows after the turn that raised it): the first
+    raised, with the highest score any window gave it."""
+    best: dict[tuple[object, ...], Finding] = {}
+    for f in findings:
+        key = (*f.key, f.detector)
+        if key not in best or f.score > best[key].score:
+            best[key] = f if key not in best else best[key].model_copy(update={"score": f.score})
+    return tuple(best.values())
+
+
 def _error_text(assessment: Assessment) -> list[str]:
     return [f"turn {assessment.turn}: {e.detector} {e.kind}: {e.message}" for e in assessment.errors]
 
@@ -113,7 +124,7 @@ def conversation_row(
             techniques[t.value] = max(s, techniques.get(t.value, 0.0))
         for v, s in a.vulnerabilities.items():
             vulnerabilities[v.value] = max(s, vulnerabilities.get(v.value, 0.0))
-    findings = tuple(f for a in assessments for f in a.findings)
+    findings = _distinct(f for a in assessments for f in a.findings)
     quoted = sorted({e.turn for f in findings for e in f.evidence})
     by_index = {t.index: t for t in conversation.turns}
     return ConversationRow(
