@@ -30,6 +30,8 @@ REVIEW_ACTION = "guardian_review"
 
 ReviewDecision = Literal["approve", "edit", "reject"]
 
+_WHAT = {"input": "user message", "output": "reply", "tool": "tool result"}
+
 
 @dataclass(frozen=True, slots=True)
 class Reviewed:
@@ -47,7 +49,7 @@ def allowed_decisions(direction: str) -> list[ReviewDecision]:
 
 def review_request(*, direction: str, text: str, summary: str, record: dict[str, Any], speaker: str | None = None) -> HITLRequest:
     """The interrupt value: one `guardian_review` action, as HumanInTheLoopMiddleware builds them."""
-    what = {"input": "user message", "output": "reply", "tool": "tool result"}.get(direction, direction)
+    what = _WHAT.get(direction, direction)
     args: dict[str, Any] = {
         "direction": direction,
         "text": text,
@@ -79,7 +81,7 @@ def read_decision(response: Any, *, direction: str) -> Reviewed:
     kind = decision.get("type")
     choices = allowed_decisions(direction)
     if kind not in choices:
-        raise ValueError(f"a guardian review of a {direction} turn takes one of {choices}, not {kind!r}")
+        raise ValueError(f"a guardian review of a {_WHAT.get(direction, direction)} takes one of {choices}, not {kind!r}")
     if kind == "edit":
         action = decision.get("edited_action")
         args = action.get("args") if isinstance(action, dict) else None
