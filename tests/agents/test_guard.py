@@ -103,6 +103,10 @@ def test_options_are_keyword_only(scripted: ScriptedDetector) -> None:
 
 
 def test_stream_yields_only_the_screened_reply(lines: Lines, scripted: ScriptedDetector) -> None:
+    """`stream` releases a sentence once the reply so far is screened (guardian.agents.streaming):
+    a reply flagged from its first sentence on shows none of its words. The scripted detector
+    flags whole lines only, so it is told the first sentence too, as a detector reading it would."""
+    scripted.flagged[lines.belittling.text.split(". ")[0] + "."] = lines.belittling.technique
     chain = guard(PROMPT | fake(lines.belittling.text) | StrOutputParser(), detectors=[scripted], policy="block")
     chunks = list(chain.stream({"question": lines.benign.text}))
     assert chunks == [DEFAULT_SAFE_REPLY]  # no token of the manipulative reply leaks out

@@ -11,7 +11,7 @@ remembered in memory because a plain chain has no agent state).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,6 +167,21 @@ class GuardedRunnable(Runnable[Any, Any]):
         text = _output_text(output)
         turns = self._reply_turns(context, text) if text else context
         self.screener.memory.remember(thread_id, turns)
+
+    # --- streaming (guardian.agents.streaming owns this block) ------------------------------
+
+    def stream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
+        """The reply streams; under "block" each piece is released only once screened (see `streaming`)."""
+        from guardian.agents.streaming import stream_guarded
+
+        return stream_guarded(self, input, config, **kwargs)
+
+    def astream(self, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
+        from guardian.agents.streaming import astream_guarded
+
+        return astream_guarded(self, input, config, **kwargs)
+
+    # --- end of streaming block ---------------------------------------------------------------
 
     # --- running ----------------------------------------------------------------------------
 

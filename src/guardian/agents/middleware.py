@@ -472,6 +472,21 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
             updates.append(await self._aact(job, verdict, [], rewrite))
         return _combine(updates)
 
+    # --- streaming (guardian.agents.streaming owns this block) ------------------------------
+
+    def wrap_model_call(self, request: Any, handler: Any) -> Any:
+        """Under block/warn/raise the reply is screened while it streams, before the client sees it."""
+        from guardian.agents import streaming
+
+        return streaming.wrap_model_call(self, request, handler)
+
+    async def awrap_model_call(self, request: Any, handler: Any) -> Any:
+        from guardian.agents import streaming
+
+        return await streaming.awrap_model_call(self, request, handler)
+
+    # --- end of streaming block ---------------------------------------------------------------
+
     # --- rewriting (optional, block only) ---------------------------------------------------
 
     def _wants_rewrite(self, verdict: Verdict) -> bool:

@@ -1,0 +1,662 @@
+"""Streamed replies screened as they grow, for `GuardianMiddleware` and `guard()`.
+
+Why not LangChain's stream hook (`AgentMiddleware.transformers`, as `PIIMiddleware`
+uses)? In langgraph 1.2 those transformers run only for `stream_events(version="v3")`;
+`agent.stream(..., stream_mode="messages")`, `astream` and `astream_events(v2)` never
+pass through them (a PII-redacting agent streams the raw e-mail address there). So the
+middleware screens where every stream mode starts: the model call.
+
+`wrap_model_call` (policies `block` and `warn`, output direction):
+
+- While the model runs, the client-facing streaming callback handlers (the one behind
+  `stream_mode="messages"`, the one behind `astream_events`) are put behind a relay.
+  The relay passes each token through the hold-back gate (`_holdback.ReplyGate`):
+  under `block` text is released a sentence at a time (or a bounded tail), each piece
+  only after the reply so far has been screened in the context of the turns before it;
+  under `warn` tokens pass at once. The model's own final message is held too.
+- When the model is done, the whole reply gets the middleware's usual verdict and
+  policy (`_act`: annotation, record, `on_finding`, rewrite, `on_error`, spans), and the relay sends the
+  rest of what the policy decided: the remaining clean tail, the warn notice, or, for a
+  flagged reply, `safe_reply` (or the rewrite) in place of words that were never shown.
+- The model node returns the screened message, so `stream_mode="updates"`/`"values"`,
+  checkpoints and `after_model` see only what the client saw. `after_model` skips a
+  reply already screened here.
+
+`guard(...).stream/astream` use the same gate around the wrapped runnable's stream.
+"""
+
+from __future__ import annotations
+
+import inspect
+import logging
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
+from langchain_core.messages import AIMessage, AIMessageChunk, BaseMessage, BaseMessageChunk
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, LLMResult
+from langchain_core.runnables import RunnableConfig
+from langchain_core.runnables.config import var_child_runnable_config
+from langchain_core.tracers._streaming import _StreamingCallbackHandler, _V2StreamingCallbackHandler
+
+from guardian.agents._engine import Verdict
+from guardian.agents._holdback import DEFAULT_MAX_HOLD_CHARS, ReplyGate, closing_piece
+from guardian.agents._screening import MessageTurn, annotate, payload, to_turns
+from guardian.agents.policy import failed_screen
+from guardian.findings import Assessment, DetectorError
+
+if TYPE_CHECKING:
+    from langchain.agents.middleware.types import ExtendedModelResponse, ModelRequest, ModelResponse
+
+    from guardian.agents.guard import GuardedRunnable
+    from guardian.agents.middleware import GuardianMiddleware, _Job
+
+log = logging.getLogger("guardian.agents")
+
+ScreenText = Callable[[str], Verdict]
+AScreenText = Callable[[str], Awaitable[Verdict]]
+
+_FORWARDED = (
+    "on_llm_start",
+    "on_llm_error",
+    "on_chain_start",
+    "on_chain_end",
+    "on_chain_error",
+    "on_tool_start",
+    "on_tool_end",
+    "on_tool_error",
+    "on_retry",
+    "on_text",
+    "on_custom_event",
+)
+
+
+# --- one streamed model call ------------------------------------------------------------------
+
+
+class _Session:
+    """The gates of one model call (a fallback may run several models) and what is deferred."""
+
+    def __init__(self, *, hold: bool, max_hold_chars: int, fail_closed: bool) -> None:
+        self.hold = hold
+        self.max_hold_chars = max_hold_chars
+        self.fail_closed = fail_closed
+        self.gates: dict[UUID, ReplyGate] = {}
+        self.ids: dict[UUID, str | None] = {}
+        self.ends: dict[UUID, tuple[LLMResult, dict[str, Any]]] = {}
+        self.last: UUID | None = None
+
+    def gate(self, run_id: UUID) -> ReplyGate:
+        if run_id not in self.gates:
+            self.gates[run_id] = ReplyGate(hold=self.hold, max_hold_chars=self.max_hold_chars)
+        return self.gates[run_id]
+
+    def failed(self, exc: BaseException) -> Verdict:
+        """A screen that raised mid-stream: a verdict that says so (`on_error` decides what it stops)."""
+        log.warning("guardian stream screen failed: %s", exc)
+        error = DetectorError(detector="guardian", kind="error", message=f"{type(exc).__name__}: {exc}")
+        return Verdict(Assessment(conversation_id="stream", turn=0, errors=(error,)), False, None)
+
+    def stops(self, verdict: Verdict) -> bool:
+        """A flag stops the reply; so does a failed screen when the operator fails closed."""
+        return verdict.flagged or (self.fail_closed and failed_screen(verdict.assessment, flagged=verdict.flagged))
+
+    def verdict(self) -> Verdict | None:
+        gate = self.gates.get(self.last) if self.last is not None else None
+        return gate.verdict() if gate is not None else None
+
+
+def _text_chunk(chunk: ChatGenerationChunk, piece: str) -> ChatGenerationChunk:
+    message = chunk.message
+    update: dict[str, Any] = {"content": piece}
+    if isinstance(message, AIMessageChunk):
+        update["chunk_position"] = None  # the relay sends the last chunk itself, at the end
+    return ChatGenerationChunk(message=message.model_copy(update=update), generation_info=chunk.generation_info)
+
+
+def _worth_sending(chunk: ChatGenerationChunk, piece: str) -> bool:
+    message = chunk.message
+    return bool(piece) or bool(getattr(message, "tool_call_chunks", None)) or bool(getattr(message, "usage_metadata", None))
+
+
+class _RelayBase(BaseCallbackHandler, _StreamingCallbackHandler):
+    """Stands in for the client-facing streaming handlers while one model call runs."""
+
+    run_inline = True
+
+    def __init__(self, inner: list[BaseCallbackHandler], session: _Session) -> None:
+        self.inner = inner
+        self.session = session
+
+    def tap_output_iter(self, run_id: UUID, output: Iterator[Any]) -> Iterator[Any]:
+        for handler in self.inner:
+            output = handler.tap_output_iter(run_id, output)  # type: ignore[attr-defined]
+        return output
+
+    def tap_output_aiter(self, run_id: UUID, output: AsyncIterator[Any]) -> AsyncIterator[Any]:
+        for handler in self.inner:
+            output = handler.tap_output_aiter(run_id, output)  # type: ignore[attr-defined]
+        return output
+
+    def _closing(self, run_id: UUID, final: AIMessage | None) -> tuple[ChatGenerationChunk, LLMResult, dict[str, Any]] | None:
+        """The last chunk and the end event of `run_id`, carrying `final` (None: what was released)."""
+        if run_id not in self.session.ends:
+            return None
+        response, kwargs = self.session.ends.pop(run_id)
+        gate = self.session.gate(run_id)
+        message_id = self.session.ids.get(run_id)
+        if final is None:
+            final = AIMessage(content=gate.released, id=message_id)
+        piece = closing_piece(gate.released, final.text)
+        gate.released += piece
+        last = AIMessageChunk(content=piece, id=message_id or final.id, response_metadata=dict(final.response_metadata), chunk_position="last")
+        shown = final if message_id is None or final.id == message_id else final.model_copy(update={"id": message_id})
+        generations: list[list[Any]] = [[ChatGeneration(message=shown)]]
+        end = LLMResult(generations=generations, llm_output=response.llm_output, run=response.run)
+        return ChatGenerationChunk(message=last), end, kwargs
+
+
+class _Relay(_RelayBase):
+    """Sync relay: screens with the sync screener, calls sync handlers."""
+
+    def __init__(self, inner: list[BaseCallbackHandler], session: _Session, screen: ScreenText) -> None:
+        super().__init__(inner, session)
+        self.screen = screen
+
+    def _send(self, event: str, /, *args: Any, **kwargs: Any) -> None:
+        for handler in self.inner:
+            try:
+                getattr(handler, event)(*args, **kwargs)
+            except NotImplementedError:
+                raise
+            except Exception:
+                log.warning("guardian relay: %s.%s failed", type(handler).__name__, event, exc_info=True)
+
+    def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
+        self._send("on_chat_model_start", *args, **kwargs)
+
+    def on_llm_new_token(self, token: Any, *, chunk: Any = None, run_id: UUID, **kwargs: Any) -> None:
+        if not isinstance(chunk, ChatGenerationChunk):
+            self._send("on_llm_new_token", token, chunk=chunk, run_id=run_id, **kwargs)
+            return
+        self.session.last = run_id
+        self.session.ids.setdefault(run_id, chunk.message.id)
+        gate = self.session.gate(run_id)
+        piece = gate.add(chunk.message.text)
+        screened = gate.due()
+        if screened is not None:
+            try:
+                verdict = self.screen(screened)
+            except Exception as exc:
+                verdict = self.session.failed(exc)
+            piece += gate.settle(screened, verdict, stop=self.session.stops(verdict))
+        if _worth_sending(chunk, piece):
+            self._send("on_llm_new_token", piece, chunk=_text_chunk(chunk, piece), run_id=run_id, **kwargs)
+
+    def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        self.session.last = run_id
+        self.session.ends[run_id] = (response, {"run_id": run_id, **kwargs})
+
+    def finish(self, run_id: UUID, final: AIMessage | None) -> None:
+        closing = self._closing(run_id, final)
+        if closing is None:
+            return
+        chunk, end, kwargs = closing
+        self._send("on_llm_new_token", chunk.message.text, chunk=chunk, **kwargs)
+        self._send("on_llm_end", end, **kwargs)
+
+    def final_screen(self) -> None:
+        """Screen the whole reply (the tail that never reached a sentence end)."""
+        if self.session.last is None:
+            return
+        gate = self.session.gate(self.session.last)
+        whole = gate.final()
+        if whole is not None and whole.strip():
+            try:
+                verdict = self.screen(whole)
+            except Exception as exc:
+                verdict = self.session.failed(exc)
+            gate.judge(whole, verdict)
+
+
+class _ARelay(_RelayBase):
+    """Async relay: awaits the async screener and async handlers (the astream_events one)."""
+
+    def __init__(self, inner: list[BaseCallbackHandler], session: _Session, screen: AScreenText) -> None:
+        super().__init__(inner, session)
+        self.screen = screen
+
+    async def _send(self, event: str, /, *args: Any, **kwargs: Any) -> None:
+        for handler in self.inner:
+            try:
+                result = getattr(handler, event)(*args, **kwargs)
+                if inspect.isawaitable(result):
+                    await result
+            except NotImplementedError:
+                raise
+            except Exception:
+                log.warning("guardian relay: %s.%s failed", type(handler).__name__, event, exc_info=True)
+
+    async def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
+        await self._send("on_chat_model_start", *args, **kwargs)
+
+    async def on_llm_new_token(self, token: Any, *, chunk: Any = None, run_id: UUID, **kwargs: Any) -> None:
+        if not isinstance(chunk, ChatGenerationChunk):
+            await self._send("on_llm_new_token", token, chunk=chunk, run_id=run_id, **kwargs)
+            return
+        self.session.last = run_id
+        self.session.ids.setdefault(run_id, chunk.message.id)
+        gate = self.session.gate(run_id)
+        piece = gate.add(chunk.message.text)
+        screened = gate.due()
+        if screened is not None:
+            try:
+                verdict = await self.screen(screened)
+            except Exception as exc:
+                verdict = self.session.failed(exc)
+            piece += gate.settle(screened, verdict, stop=self.session.stops(verdict))
+        if _worth_sending(chunk, piece):
+            await self._send("on_llm_new_token", piece, chunk=_text_chunk(chunk, piece), run_id=run_id, **kwargs)
+
+    async def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
+        self.session.last = run_id
+        self.session.ends[run_id] = (response, {"run_id": run_id, **kwargs})
+
+    async def finish(self, run_id: UUID, final: AIMessage | None) -> None:
+        closing = self._closing(run_id, final)
+        if closing is None:
+            return
+        chunk, end, kwargs = closing
+        await self._send("on_llm_new_token", chunk.message.text, chunk=chunk, **kwargs)
+        await self._send("on_llm_end", end, **kwargs)
+
+    async def final_screen(self) -> None:
+        if self.session.last is None:
+            return
+        gate = self.session.gate(self.session.last)
+        whole = gate.final()
+        if whole is not None and whole.strip():
+            try:
+                verdict = await self.screen(whole)
+            except Exception as exc:
+                verdict = self.session.failed(exc)
+            gate.judge(whole, verdict)
+
+
+def _add_forwarders() -> None:
+    """Every other callback event goes to the wrapped handlers unchanged."""
+
+    def sync_forward(name: str) -> Callable[..., None]:
+        def forward(self: _Relay, *args: Any, **kwargs: Any) -> None:
+            self._send(name, *args, **kwargs)
+
+        return forward
+
+    def async_forward(name: str) -> Callable[..., Awaitable[None]]:
+        async def forward(self: _ARelay, *args: Any, **kwargs: Any) -> None:
+            await self._send(name, *args, **kwargs)
+
+        return forward
+
+    for name in _FORWARDED:
+        setattr(_Relay, name, sync_forward(name))
+        setattr(_ARelay, name, async_forward(name))
+
+
+_add_forwarders()
+
+
+def _client_streams(handlers: list[BaseCallbackHandler], *, is_async: bool) -> list[BaseCallbackHandler]:
+    """The v1 streaming handlers (what `stream_mode="messages"` and `astream_events` read)."""
+    from langchain_core.callbacks import AsyncCallbackHandler
+
+    found: list[BaseCallbackHandler] = []
+    for handler in handlers:
+        if isinstance(handler, (_RelayBase, _V2StreamingCallbackHandler)):
+            continue
+        if isinstance(handler, _StreamingCallbackHandler) and (is_async or not isinstance(handler, AsyncCallbackHandler)):
+            found.append(handler)
+    return found
+
+
+def _relayed(
+    config: RunnableConfig, relay_of: Callable[[list[BaseCallbackHandler]], _RelayBase], *, is_async: bool
+) -> tuple[RunnableConfig, _RelayBase] | None:
+    """`config` with its client-facing streaming handlers behind one relay, or None when it streams to no client."""
+    callbacks = config.get("callbacks")
+    if isinstance(callbacks, BaseCallbackManager):
+        inner = _client_streams(list(dict.fromkeys([*callbacks.handlers, *callbacks.inheritable_handlers])), is_async=is_async)
+        if not inner:
+            return None
+        relay = relay_of(inner)
+        manager = callbacks.copy()
+        manager.handlers = [h for h in manager.handlers if h not in inner] + [relay]
+        if any(h in inner for h in callbacks.inheritable_handlers):
+            manager.inheritable_handlers = [h for h in manager.inheritable_handlers if h not in inner] + [relay]
+        return {**config, "callbacks": manager}, relay
+    if isinstance(callbacks, list):
+        inner = _client_streams([h for h in callbacks if isinstance(h, BaseCallbackHandler)], is_async=is_async)
+        if not inner:
+            return None
+        relay = relay_of(inner)
+        return {**config, "callbacks": [h for h in callbacks if h not in inner] + [relay]}, relay
+    return None
+
+
+# --- the middleware hook -----------------------------------------------------------------------
+
+
+def screens_streams(middleware: GuardianMiddleware) -> bool:
+    """Whether replies are screened in the model call: `block`, `warn` or `raise`, output direction on.
+
+    Not under `review`: its `interrupt()` belongs in `after_model`, where resuming does not
+    call the model again; nor under `observe`, which never changes what the user sees.
+    """
+    return middleware.policy in ("block", "warn", "raise") and "output" in middleware.directions
+
+
+def _prior(middleware: GuardianMiddleware, request: ModelRequest[Any], thread_id: str | None) -> list[MessageTurn]:
+    turns = to_turns(list(request.state.get("messages") or []), speakers=middleware.screener.speakers)
+    return middleware.screener.memory.context(thread_id, turns)
+
+
+def _session(middleware: GuardianMiddleware) -> _Session:
+    return _Session(
+        hold=middleware.policy in ("block", "raise"),
+        max_hold_chars=getattr(middleware, "stream_max_hold_chars", DEFAULT_MAX_HOLD_CHARS),
+        fail_closed=middleware.on_error != "pass",
+    )
+
+
+def _reply_job(middleware: GuardianMiddleware, request: ModelRequest[Any], response: ModelResponse) -> tuple[_Job, int] | None:
+    """The middleware's output job for the reply in `response`, and the reply's position in it."""
+    for position, message in enumerate(response.result):
+        if isinstance(message, AIMessage):
+            state = {**request.state, "messages": [*(request.state.get("messages") or []), message]}
+            job = middleware._job("output", state, request.runtime)
+            return (job, position) if job is not None else None
+    return None
+
+
+def _settled(response: ModelResponse, position: int, update: dict[str, Any]) -> ExtendedModelResponse:
+    from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
+    from langgraph.types import Command
+
+    result = list(response.result)
+    messages = update.get("messages") or []
+    if messages:
+        result[position] = messages[0]
+        result[position + 1 : position + 1] = messages[1:]
+    rest = {k: v for k, v in update.items() if k not in ("messages", "jump_to")}
+    screened = ModelResponse(result=result, structured_response=response.structured_response)
+    return ExtendedModelResponse(model_response=screened, command=Command(update=rest) if rest else None)
+
+
+def _final_message(response: ModelResponse | ExtendedModelResponse, position: int | None) -> AIMessage | None:
+    if position is None:
+        return None
+    from langchain.agents.middleware.types import ExtendedModelResponse
+
+    result = (response.model_response if isinstance(response, ExtendedModelResponse) else response).result
+    message = result[position] if position < len(result) else None
+    return message if isinstance(message, AIMessage) else None
+
+
+def wrap_model_call(
+    middleware: GuardianMiddleware, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse]
+) -> ModelResponse | ExtendedModelResponse:
+    """`GuardianMiddleware.wrap_model_call`: see the module docstring."""
+    if not screens_streams(middleware):
+        return handler(request)
+    from guardian.agents.middleware import thread_id_of
+
+    thread_id = thread_id_of(request.runtime)
+    session = _session(middleware)
+    prior: list[MessageTurn] | None = None
+    key = f"stream:{uuid.uuid4()}"
+
+    def screen(text: str) -> Verdict:
+        nonlocal prior
+        if prior is None:
+            prior = _prior(middleware, request, thread_id)
+        reply = MessageTurn(key, middleware.screener.speakers.assistant, text.strip())
+        return middleware.screener.screen("output", thread_id, [*prior, reply])
+
+    def _relay(inner: list[BaseCallbackHandler]) -> _RelayBase:
+        return _Relay(inner, session, screen)
+
+    relayed = _relayed(var_child_runnable_config.get() or {}, _relay, is_async=False)
+    relay = relayed[1] if relayed is not None else None
+    assert relay is None or isinstance(relay, _Relay)
+    token = var_child_runnable_config.set(relayed[0]) if relayed is not None else None
+    try:
+        response = handler(request)
+    finally:
+        if token is not None:
+            _reset(var_child_runnable_config, token)
+    out: ModelResponse | ExtendedModelResponse = response
+    position: int | None = None
+    try:
+        if relay is not None:
+            relay.final_screen()
+        found = _reply_job(middleware, request, response)
+        if found is not None:
+            job, position = found
+            verdict = session.verdict() or middleware._screen(job)[0]
+            rewrite = middleware._rewrite(job, verdict) if middleware._wants_rewrite(verdict) else None
+            out = _settled(response, position, middleware._act(job, verdict, [], rewrite))
+    finally:
+        if relay is not None and session.last is not None:
+            relay.finish(session.last, _final_message(out, position))
+            for run_id in list(session.ends):
+                relay.finish(run_id, None)
+    return out
+
+
+async def awrap_model_call(
+    middleware: GuardianMiddleware, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse]]
+) -> ModelResponse | ExtendedModelResponse:
+    """`GuardianMiddleware.awrap_model_call`: the async twin of `wrap_model_call`."""
+    if not screens_streams(middleware):
+        return await handler(request)
+    from guardian.agents.middleware import thread_id_of
+
+    thread_id = thread_id_of(request.runtime)
+    session = _session(middleware)
+    prior: list[MessageTurn] | None = None
+    key = f"stream:{uuid.uuid4()}"
+
+    async def screen(text: str) -> Verdict:
+        nonlocal prior
+        if prior is None:
+            prior = _prior(middleware, request, thread_id)
+        reply = MessageTurn(key, middleware.screener.speakers.assistant, text.strip())
+        return await middleware.screener.ascreen("output", thread_id, [*prior, reply])
+
+    def _arelay(inner: list[BaseCallbackHandler]) -> _RelayBase:
+        return _ARelay(inner, session, screen)
+
+    relayed = _relayed(var_child_runnable_config.get() or {}, _arelay, is_async=True)
+    relay = relayed[1] if relayed is not None else None
+    assert relay is None or isinstance(relay, _ARelay)
+    token = var_child_runnable_config.set(relayed[0]) if relayed is not None else None
+    try:
+        response = await handler(request)
+    finally:
+        if token is not None:
+            _reset(var_child_runnable_config, token)
+    out: ModelResponse | ExtendedModelResponse = response
+    position: int | None = None
+    try:
+        if relay is not None:
+            await relay.final_screen()
+        found = _reply_job(middleware, request, response)
+        if found is not None:
+            job, position = found
+            verdict = session.verdict() or (await middleware._ascreen(job))[0]
+            rewrite = await middleware._arewrite(job, verdict) if middleware._wants_rewrite(verdict) else None
+            out = _settled(response, position, await middleware._aact(job, verdict, [], rewrite))
+    finally:
+        if relay is not None and session.last is not None:
+            await relay.finish(session.last, _final_message(out, position))
+            for run_id in list(session.ends):
+                await relay.finish(run_id, None)
+    return out
+
+
+def _reset(var: ContextVar[Any], token: Any) -> None:
+    try:
+        var.reset(token)
+    except ValueError:  # reset from another context (a generator resumed elsewhere): restore by value
+        var.set(token.old_value if token.old_value is not token.MISSING else None)
+
+
+# --- guard(...).stream / astream ---------------------------------------------------------------
+
+
+def _piece_like(chunk: Any, piece: str) -> Any:
+    if isinstance(chunk, str):
+        return piece
+    update: dict[str, Any] = {"content": piece}
+    if isinstance(chunk, AIMessageChunk):
+        update["chunk_position"] = None
+    return chunk.model_copy(update=update)
+
+
+def _delta(chunk: Any) -> str | None:
+    if isinstance(chunk, str):
+        return chunk
+    if isinstance(chunk, BaseMessageChunk):
+        return chunk.text
+    return None
+
+
+def _final_text(guarded: GuardedRunnable, gate: ReplyGate, verdict: Verdict, action: str) -> str:
+    if action == "blocked":
+        return guarded.safe_reply
+    text = gate.text
+    if action == "warned" and verdict.notice:
+        return f"{text.rstrip()}\n\n{verdict.notice}"
+    return text
+
+
+def _closing_chunk(template: Any, gate: ReplyGate, final: str, data: dict[str, Any]) -> Any:
+    piece = closing_piece(gate.released, final)
+    gate.released += piece
+    if isinstance(template, str) or template is None:
+        return piece or None
+    chunk = template.model_copy(update={"content": piece})
+    if isinstance(chunk, AIMessageChunk):
+        chunk = chunk.model_copy(update={"chunk_position": "last"})
+    return annotate(chunk, data) if isinstance(chunk, BaseMessage) else chunk
+
+
+def stream_guarded(guarded: GuardedRunnable, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
+    """`GuardedRunnable.stream`: the user turn screened first, the reply held back and screened as it grows."""
+    config, thread_id = guarded._thread(config)
+    has_input, context = guarded._context(thread_id, input)
+    if has_input and "input" in guarded.directions:
+        screened_in = guarded._record("input", thread_id, context, guarded.screener.screen("input", thread_id, context))
+        if screened_in.action == "blocked":
+            refusal = guarded._refusal(screened_in)
+            guarded._remember(thread_id, context, refusal)
+            yield refusal
+            return
+    if "output" not in guarded.directions:
+        yield from guarded.runnable.stream(input, config, **kwargs)
+        return
+    gate = ReplyGate(hold=guarded.policy == "block")
+    reply_turns = guarded._reply_turns(context, "")
+    template: Any = None
+
+    def screen(text: str) -> Verdict:
+        return guarded.screener.screen("output", thread_id, [*reply_turns[:-1], MessageTurn(reply_turns[-1].key, reply_turns[-1].speaker, text.strip())])
+
+    for chunk in guarded.runnable.stream(input, config, **kwargs):
+        delta = _delta(chunk)
+        if delta is None:
+            yield chunk  # not text (a dict, a document): as `invoke`, only text replies are screened
+            continue
+        template = chunk if template is None else template
+        piece = gate.add(delta)
+        due = gate.due()
+        if due is not None:
+            piece += gate.settle(due, screen(due))
+        if piece:
+            yield _piece_like(chunk, piece)
+    if template is None:
+        return
+    whole = gate.final()
+    if whole is not None and whole.strip():
+        gate.judge(whole, screen(whole))
+    verdict = gate.verdict()
+    if verdict is None:
+        return
+    turns = [*reply_turns[:-1], MessageTurn(reply_turns[-1].key, reply_turns[-1].speaker, gate.text.strip())]
+    screened = guarded._record("output", thread_id, turns, verdict)
+    final = _final_text(guarded, gate, verdict, screened.action)
+    data = payload(verdict.assessment, direction="output", flagged=verdict.flagged, action=screened.action, notice=verdict.notice)
+    last = _closing_chunk(template, gate, final, data)
+    guarded._remember(thread_id, context, final)
+    if last is not None:
+        yield last
+
+
+async def astream_guarded(guarded: GuardedRunnable, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> AsyncIterator[Any]:
+    """`GuardedRunnable.astream`: the async twin of `stream_guarded`."""
+    config, thread_id = guarded._thread(config)
+    has_input, context = guarded._context(thread_id, input)
+    if has_input and "input" in guarded.directions:
+        verdict_in = await guarded.screener.ascreen("input", thread_id, context)
+        screened_in = guarded._record("input", thread_id, context, verdict_in)
+        if screened_in.action == "blocked":
+            refusal = guarded._refusal(screened_in)
+            guarded._remember(thread_id, context, refusal)
+            yield refusal
+            return
+    if "output" not in guarded.directions:
+        async for chunk in guarded.runnable.astream(input, config, **kwargs):
+            yield chunk
+        return
+    gate = ReplyGate(hold=guarded.policy == "block")
+    reply_turns = guarded._reply_turns(context, "")
+    template: Any = None
+
+    async def screen(text: str) -> Verdict:
+        turn = MessageTurn(reply_turns[-1].key, reply_turns[-1].speaker, text.strip())
+        return await guarded.screener.ascreen("output", thread_id, [*reply_turns[:-1], turn])
+
+    async for chunk in guarded.runnable.astream(input, config, **kwargs):
+        delta = _delta(chunk)
+        if delta is None:
+            yield chunk
+            continue
+        template = chunk if template is None else template
+        piece = gate.add(delta)
+        due = gate.due()
+        if due is not None:
+            piece += gate.settle(due, await screen(due))
+        if piece:
+            yield _piece_like(chunk, piece)
+    if template is None:
+        return
+    whole = gate.final()
+    if whole is not None and whole.strip():
+        gate.judge(whole, await screen(whole))
+    verdict = gate.verdict()
+    if verdict is None:
+        return
+    turns = [*reply_turns[:-1], MessageTurn(reply_turns[-1].key, reply_turns[-1].speaker, gate.text.strip())]
+    screened = guarded._record("output", thread_id, turns, verdict)
+    final = _final_text(guarded, gate, verdict, screened.action)
+    data = payload(verdict.assessment, direction="output", flagged=verdict.flagged, action=screened.action, notice=verdict.notice)
+    last = _closing_chunk(template, gate, final, data)
+    guarded._remember(thread_id, context, final)
+    if last is not None:
+        yield last
+
+
+__all__ = ["astream_guarded", "awrap_model_call", "screens_streams", "stream_guarded", "wrap_model_call"]
