@@ -8,12 +8,13 @@ command -v espeak-ng >/dev/null 2>&1 || need_apt+=(espeak-ng)
 command -v sox >/dev/null 2>&1 || need_apt+=(sox)
 command -v tmux >/dev/null 2>&1 || need_apt+=(tmux)
 command -v strace >/dev/null 2>&1 || need_apt+=(strace)
+command -v redis-server >/dev/null 2>&1 || need_apt+=(redis-server)  # guardian serve's Redis store tests
 ldconfig -p 2>/dev/null | grep -q libportaudio.so.2 || need_apt+=(libportaudio2)
 if [ ${#need_apt[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
     echo "setup: installing system packages: ${need_apt[*]}"
     (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need_apt[@]}" >/dev/null) \
-      || echo "setup: could not install ${need_apt[*]}; audio tests and the microphone will say what is missing"
+      || echo "setup: could not install ${need_apt[*]}; audio tests and the microphone will say what is missing, Redis tests skip"
   else
     echo "setup: missing system packages ${need_apt[*]} (install them with your package manager for audio features)"
   fi

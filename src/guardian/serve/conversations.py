@@ -15,6 +15,8 @@ import asyncio
 import hashlib
 import json
 import logging
+import random
+import uuid
 from collections import OrderedDict
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
@@ -32,8 +34,11 @@ log = logging.getLogger("guardian.serve")
 
 T = TypeVar("T")
 
-#: Attempts at one turn when other instances keep appending to the same conversation first.
-ATTEMPTS = 5
+#: Attempts at one turn when other workers keep appending to the same conversation first
+#: (SQLite shared by `--workers`; Redis instances take the conversation's lock instead).
+ATTEMPTS = 20
+#: How long a conversation's lock across instances lives if its holder dies.
+LOCK_TTL_S = 30.0
 
 
 class IdempotencyMismatch(Exception):
@@ -89,13 +94,14 @@ class Conversations:
 
     @asynccontextmanager
     async def locked(self, conversation_id: str) -> AsyncIterator[None]:
-        """The conversation's lock (created on demand, removed when nobody waits for it)."""
+        """The conversation's lock (created on demand, removed when nobody waits for it), and
+        then the store's lock across instances (Redis; a no-op for SQLite)."""
         lock, users = self._locks.get(conversation_id, (asyncio.Lock(), 0))
         self._locks[conversation_id] = (lock, users + 1)
         self._in_flight += 1
         self._idle.clear()
         try:
-            async with lock:
+            async with lock, self._shared(conversation_id):
                 yield
         finally:
             lock, users = self._locks[conversation_id]
@@ -106,6 +112,18 @@ class Conversations:
             self._in_flight -= 1
             if self._in_flight == 0:
                 self._idle.set()
+
+    @asynccontextmanager
+    async def _shared(self, conversation_id: str) -> AsyncIterator[None]:
+        owner = uuid.uuid4().hex
+        delay = 0.002
+        while not await self.io(self.store.try_lock, conversation_id, owner, ttl_s=LOCK_TTL_S):
+            await asyncio.sleep(delay * (0.5 + random.random()))  # another instance holds it: back off
+            delay = min(0.1, delay * 2)
+        try:
+            yield
+        finally:
+            await self.io(self.store.unlock, conversation_id, owner)
 
     async def drain(self) -> None:
         """Wait until no turn is being handled (graceful shutdown)."""
@@ -164,6 +182,7 @@ class Conversations:
                     )
                 except Conflict:
                     self._evict(conversation_id)  # another worker got there first: reload, assess again
+                    await asyncio.sleep(random.random() * 0.01)
                     continue
                 except BaseException:
                     self._evict(conversation_id)  # not stored: memory must not keep what the store lacks

@@ -72,6 +72,15 @@ class StateStore(Protocol):
 
     def turns(self, conversation_id: str) -> list[StoredTurn]: ...
 
+    def try_lock(self, conversation_id: str, owner: str, *, ttl_s: float) -> bool:
+        """Take the conversation's lock across instances (True), or say another holds it.
+
+        Only a store shared by several instances needs it (Redis); it expires after
+        `ttl_s` so a crashed instance cannot hold a conversation forever."""
+        ...
+
+    def unlock(self, conversation_id: str, owner: str) -> None: ...
+
     def delete(self, conversation_id: str) -> bool: ...
 
     def conversations(self) -> int: ...
@@ -197,6 +206,12 @@ class SQLiteStore:
             ).fetchall()
         return [StoredTurn(i, tuple(json.loads(e)), json.loads(r)) for i, e, r in rows]
 
+    def try_lock(self, conversation_id: str, owner: str, *, ttl_s: float) -> bool:
+        return True  # one machine: workers that race are caught by `append`'s Conflict and retry
+
+    def unlock(self, conversation_id: str, owner: str) -> None:
+        return None
+
     def delete(self, conversation_id: str) -> bool:
         with self._lock:
             cursor = self._db.execute("DELETE FROM turns WHERE conversation_id = ?", (conversation_id,))
@@ -233,6 +248,12 @@ return {0, ''}
 """
 
 
+_UNLOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
 class RedisStore:
     """Conversations in Redis, for several instances behind a load balancer.
 
@@ -251,6 +272,7 @@ class RedisStore:
         except ValueError as exc:
             raise ConfigError(f"serve.state_url {url!r} is not a Redis URL ({exc})") from None
         self._append = self._redis.register_script(_APPEND)
+        self._unlock = self._redis.register_script(_UNLOCK)
 
     def _keys(self, conversation_id: str) -> tuple[str, str]:
         return f"{self.prefix}conv:{conversation_id}:turns", f"{self.prefix}conv:{conversation_id}:idem"
@@ -291,6 +313,13 @@ class RedisStore:
             data = json.loads(raw)
             out.append(StoredTurn(int(data["index"]), tuple(data["events"]), data["response"]))
         return out
+
+    def try_lock(self, conversation_id: str, owner: str, *, ttl_s: float) -> bool:
+        key = f"{self.prefix}lock:{conversation_id}"
+        return bool(self._redis.set(key, owner, nx=True, px=max(1, int(ttl_s * 1000))))
+
+    def unlock(self, conversation_id: str, owner: str) -> None:
+        self._unlock(keys=[f"{self.prefix}lock:{conversation_id}"], args=[owner])
 
     def delete(self, conversation_id: str) -> bool:
         pipe = self._redis.pipeline(transaction=True)
