@@ -13,7 +13,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.messages import AIMessage, BaseMessage
 from langchain_core.prompt_values import PromptValue
@@ -27,7 +27,6 @@ from guardian.agents._screening import (
     DEFAULT_SAFE_REPLY,
     Direction,
     MessageTurn,
-    Policy,
     Speakers,
     annotate,
     append_notice,
@@ -35,7 +34,21 @@ from guardian.agents._screening import (
     payload,
     to_turns,
 )
+from guardian.agents.policy import (
+    DEFAULT_ERROR_REPLY,
+    DEFAULT_INPUT_ERROR_REPLY,
+    GuardianScreenError,
+    GuardianViolation,
+    OnError,
+    check_options,
+    decide,
+    failed_screen,
+)
 from guardian.findings import Assessment
+from guardian.telemetry import Telemetry
+
+GuardPolicy = Literal["observe", "warn", "block", "raise"]
+"""The middleware's policies less "review" (a plain runnable has no graph to pause)."""
 
 _TEXT_KEYS = ("input", "question", "query", "text", "message")
 
@@ -84,17 +97,25 @@ class GuardedRunnable(Runnable[Any, Any]):
         runnable: Runnable[Any, Any],
         *,
         screener: Screener,
-        policy: Policy,
+        policy: GuardPolicy,
         directions: frozenset[Direction],
         safe_reply: str,
         input_block_reply: str,
+        on_error: OnError = "pass",
+        error_reply: str = DEFAULT_ERROR_REPLY,
+        input_error_reply: str = DEFAULT_INPUT_ERROR_REPLY,
+        telemetry: Telemetry | None = None,
     ) -> None:
         self.runnable = runnable
         self.screener = screener
-        self.policy: Policy = policy
+        self.policy: GuardPolicy = policy
         self.directions = directions
         self.safe_reply = safe_reply
         self.input_block_reply = input_block_reply
+        self.on_error: OnError = on_error
+        self.error_reply = error_reply
+        self.input_error_reply = input_error_reply
+        self.telemetry = telemetry if telemetry is not None else Telemetry()
 
     @property
     def InputType(self) -> Any:  # noqa: N802 - LangChain's name
@@ -115,13 +136,28 @@ class GuardedRunnable(Runnable[Any, Any]):
 
     # --- policy -----------------------------------------------------------------------------
 
-    def _action(self, verdict: Verdict) -> str:
-        if not verdict.flagged:
-            return "observed"
-        return {"observe": "observed", "warn": "warned", "block": "blocked"}[self.policy]
+    def _action(self, verdict: Verdict, direction: Direction) -> str:
+        """The policy's action; "raise" raises here (`on_error` decides a failed screen)."""
+        action = decide(verdict.assessment, flagged=verdict.flagged, policy=self.policy, on_error=self.on_error)
+        if action == "raise":
+            error = GuardianViolation if verdict.flagged else GuardianScreenError
+            raise error(verdict.assessment, direction=direction)
+        return "observed" if action == "warned" and not verdict.flagged else action
+
+    def _screen(self, direction: Direction, thread_id: str | None, turns: list[MessageTurn]) -> Verdict:
+        with self.telemetry.screen(surface="guard", direction=direction, speaker=turns[-1].speaker, text=turns[-1].text) as span:
+            verdict = self.screener.screen(direction, thread_id, turns)
+            span.assessed(verdict.assessment, flagged=verdict.flagged)
+        return verdict
+
+    async def _ascreen(self, direction: Direction, thread_id: str | None, turns: list[MessageTurn]) -> Verdict:
+        with self.telemetry.screen(surface="guard", direction=direction, speaker=turns[-1].speaker, text=turns[-1].text) as span:
+            verdict = await self.screener.ascreen(direction, thread_id, turns)
+            span.assessed(verdict.assessment, flagged=verdict.flagged)
+        return verdict
 
     def _record(self, direction: Direction, thread_id: str | None, turns: list[MessageTurn], verdict: Verdict) -> _Screened:
-        action = self._action(verdict)
+        action = self._action(verdict, direction)
         if verdict.flagged:
             self.screener.notify(
                 GuardianEvent(direction=direction, thread_id=thread_id, assessment=verdict.assessment, action=action, text=turns[-1].text)
@@ -129,10 +165,12 @@ class GuardedRunnable(Runnable[Any, Any]):
         return _Screened(verdict, action)
 
     def _refusal(self, screened: _Screened) -> Any:
-        data = payload(screened.verdict.assessment, direction="input", flagged=True, action="blocked", notice=screened.verdict.notice)
+        verdict = screened.verdict
+        data = payload(verdict.assessment, direction="input", flagged=verdict.flagged, action="blocked", notice=verdict.notice)
+        reply = self.input_error_reply if failed_screen(verdict.assessment, flagged=verdict.flagged) else self.input_block_reply
         if self.runnable.OutputType is str:
-            return self.input_block_reply
-        return annotate(AIMessage(content=self.input_block_reply), data)
+            return reply
+        return annotate(AIMessage(content=reply), data)
 
     def _finish(self, output: Any, screened: _Screened | None) -> Any:
         if screened is None:
@@ -140,7 +178,8 @@ class GuardedRunnable(Runnable[Any, Any]):
         verdict = screened.verdict
         data = payload(verdict.assessment, direction="output", flagged=verdict.flagged, action=screened.action, notice=verdict.notice)
         if screened.action == "blocked":
-            return self.safe_reply if isinstance(output, str) else annotate(AIMessage(content=self.safe_reply, id=output.id), data)
+            reply = self.error_reply if failed_screen(verdict.assessment, flagged=verdict.flagged) else self.safe_reply
+            return reply if isinstance(output, str) else annotate(AIMessage(content=reply, id=output.id), data)
         if screened.action == "warned" and verdict.notice:
             if isinstance(output, str):
                 return f"{output.rstrip()}\n\n{verdict.notice}"
@@ -189,7 +228,7 @@ class GuardedRunnable(Runnable[Any, Any]):
         config, thread_id = self._thread(config)
         has_input, context = self._context(thread_id, input)
         if has_input and "input" in self.directions:
-            screened = self._record("input", thread_id, context, self.screener.screen("input", thread_id, context))
+            screened = self._record("input", thread_id, context, self._screen("input", thread_id, context))
             if screened.action == "blocked":
                 refusal = self._refusal(screened)
                 self._remember(thread_id, context, refusal)
@@ -199,7 +238,7 @@ class GuardedRunnable(Runnable[Any, Any]):
         screened_out = None
         if text and "output" in self.directions:
             reply = self._reply_turns(context, text)
-            screened_out = self._record("output", thread_id, reply, self.screener.screen("output", thread_id, reply))
+            screened_out = self._record("output", thread_id, reply, self._screen("output", thread_id, reply))
         result = self._finish(output, screened_out)
         self._remember(thread_id, context, result)
         return result
@@ -208,7 +247,7 @@ class GuardedRunnable(Runnable[Any, Any]):
         config, thread_id = self._thread(config)
         has_input, context = self._context(thread_id, input)
         if has_input and "input" in self.directions:
-            verdict = await self.screener.ascreen("input", thread_id, context)
+            verdict = await self._ascreen("input", thread_id, context)
             screened = self._record("input", thread_id, context, verdict)
             if screened.action == "blocked":
                 refusal = self._refusal(screened)
@@ -219,7 +258,7 @@ class GuardedRunnable(Runnable[Any, Any]):
         screened_out = None
         if text and "output" in self.directions:
             reply = self._reply_turns(context, text)
-            verdict = await self.screener.ascreen("output", thread_id, reply)
+            verdict = await self._ascreen("output", thread_id, reply)
             screened_out = self._record("output", thread_id, reply, verdict)
         result = self._finish(output, screened_out)
         self._remember(thread_id, context, result)
@@ -230,7 +269,8 @@ def guard(
     runnable: Runnable[Any, Any],
     *,
     detectors: Sequence[DetectorSpec] | None = None,
-    policy: Policy = "observe",
+    policy: GuardPolicy = "observe",
+    on_error: OnError = "pass",
     directions: Sequence[Direction] = ("input", "output"),
     threshold: float | None = None,
     window: int = 10,
@@ -238,9 +278,12 @@ def guard(
     notice: str = DEFAULT_NOTICE,
     safe_reply: str = DEFAULT_SAFE_REPLY,
     input_block_reply: str = DEFAULT_INPUT_BLOCK_REPLY,
+    error_reply: str = DEFAULT_ERROR_REPLY,
+    input_error_reply: str = DEFAULT_INPUT_ERROR_REPLY,
     speakers: tuple[str, str] = ("User", "Assistant"),
     timeout_s: float | None = 5.0,
     max_threads: int = 10_000,
+    telemetry: Telemetry | None = None,
 ) -> GuardedRunnable:
     """Wrap `runnable` so both sides of each call are screened, with the middleware's policies.
 
@@ -248,11 +291,12 @@ def guard(
     outputs cannot carry metadata, so use `on_finding` to see assessments there.
     Under "block" a flagged user turn is answered without running `runnable` (a
     string when the runnable's OutputType is str, else an AIMessage), and a flagged
-    reply is replaced by `safe_reply`. Options mean what they mean for
-    `GuardianMiddleware`.
+    reply is replaced by `safe_reply`. Under "raise" a flagged turn raises
+    `GuardianViolation`; `on_error` ("pass", fail-open by default; "block"; "raise")
+    decides a screen that failed. Options mean what they mean for `GuardianMiddleware`;
+    "review" needs a LangGraph graph to pause, so it is the middleware's only.
     """
-    if policy not in ("observe", "warn", "block"):
-        raise ValueError(f"policy must be 'observe', 'warn' or 'block', not {policy!r}")
+    check_options(policy=policy, on_error=on_error, allowed=("observe", "warn", "block", "raise"))
     unknown = set(directions) - {"input", "output"}
     if unknown:
         raise ValueError(f"directions must be 'input' and/or 'output', not {sorted(unknown)}")
@@ -273,6 +317,10 @@ def guard(
         directions=frozenset(directions),
         safe_reply=safe_reply,
         input_block_reply=input_block_reply,
+        on_error=on_error,
+        error_reply=error_reply,
+        input_error_reply=input_error_reply,
+        telemetry=telemetry,
     )
 
 
