@@ -212,6 +212,14 @@ def bench_middleware_suite(runs: int) -> Figures:
     return bench_middleware(runs, dialogues=30)
 
 
+@suite("serve")
+def bench_serve_suite(runs: int) -> Figures:
+    """`guardian serve` over HTTP: one turn's latency, 100 concurrent conversations x 20 turns."""
+    from guardian.eval.bench_serve import bench_serve
+
+    return bench_serve(runs)
+
+
 @suite("audio")
 def bench_audio(runs: int) -> Figures:
     """`listen --fast` on a synthesised mono dialogue: RTF and end of utterance -> assessment."""
