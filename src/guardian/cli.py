@@ -398,6 +398,10 @@ def watch(
     input_format: Annotated[
         str, typer.Option("--input-format", help="auto | lines | jsonl | whatsapp | vtt | srt")
     ] = "auto",
+    metrics_port: Annotated[
+        int | None,
+        typer.Option("--metrics-port", help="Serve Prometheus metrics (screens, flags by technique, errors, latency) on 127.0.0.1:PORT/metrics."),
+    ] = None,
 ) -> None:
     """Watch a conversation turn by turn: findings with quotes as they appear (TUI or JSON Lines)."""
     from guardian.tui.launch import run_watch
@@ -421,7 +425,8 @@ def watch(
                 log=log,
                 no_log=no_log,
                 input_format=input_format,
-            )
+            ),
+            metrics_port=metrics_port,
         )
     )
 
@@ -483,6 +488,10 @@ def listen(
     detectors: Annotated[str | None, typer.Option("--detectors", "-d", help="Comma-separated detector names.")] = None,
     log: Annotated[Path | None, typer.Option("--log", help="Where to write the session log.")] = None,
     no_log: Annotated[bool, typer.Option("--no-log", help="Do not write a session log.")] = False,
+    metrics_port: Annotated[
+        int | None,
+        typer.Option("--metrics-port", help="Serve Prometheus metrics (screens, flags by technique, errors, latency) on 127.0.0.1:PORT/metrics."),
+    ] = None,
 ) -> None:
     """Screen a voice call live: microphone or recording -> speech to text -> speakers -> detectors."""
     from guardian.audio.listen import ListenOptions
@@ -493,7 +502,7 @@ def listen(
         audio=audio, fast=fast, channels=channels, device=device, speakers=speakers, model=model,
         silence_s=silence, detectors=names, log=log, no_log=no_log,
     )
-    raise typer.Exit(run_listen(options, headless=headless))
+    raise typer.Exit(run_listen(options, headless=headless, metrics_port=metrics_port))
 
 
 @app.command()

@@ -13,6 +13,8 @@ import os
 import sys
 from typing import IO, TYPE_CHECKING, Any
 
+from guardian.errors import GuardianError
+from guardian.events import AssessmentReady, Event
 from guardian.terminal_text import terminal_safe
 from guardian.tui.terminal import HangupWatch, controlling_fd
 from guardian.watch import WatchOptions, WatchSession, prepare, run_headless
@@ -32,7 +34,37 @@ def _reattach_terminal() -> IO[bytes]:
     return os.fdopen(data_fd, "rb", buffering=0)
 
 
-def run_watch(options: WatchOptions) -> int:
+class _Metrics:
+    """Counts each assessed turn of a session in guardian's metrics (`guardian.telemetry`)."""
+
+    def __init__(self, surface: str) -> None:
+        from guardian.telemetry import Telemetry
+
+        self.surface = surface
+        self.telemetry = Telemetry()
+
+    def __call__(self, event: Event) -> None:
+        if isinstance(event, AssessmentReady):
+            assessment = event.assessment
+            self.telemetry.record(assessment, surface=self.surface, direction="turn", flagged=assessment.decision)
+
+
+def serve_metrics_on(port: int | None) -> None:
+    """`--metrics-port`: serve Prometheus metrics on 127.0.0.1:PORT/metrics (before the slow start,
+    so a port in use is said at once)."""
+    if port is None:
+        return
+    if not 0 < port < 65536:
+        raise GuardianError(f"--metrics-port must be a port number from 1 to 65535, not {port}")
+    from guardian.telemetry import serve_metrics
+
+    try:
+        serve_metrics(port)
+    except OSError as exc:
+        raise GuardianError(f"cannot serve metrics on port {port} ({exc.strerror or exc})") from None
+
+
+def run_watch(options: WatchOptions, *, metrics_port: int | None = None) -> int:
     """The CLI entry of `guardian watch`: JSON Lines when asked or when stdout is not a terminal, else the TUI."""
     headless = options.headless or not sys.stdout.isatty()
     stdin: IO[bytes] | None = None
@@ -41,7 +73,10 @@ def run_watch(options: WatchOptions) -> int:
             stdin = _reattach_terminal()
         except OSError:
             headless = True  # no terminal to type into: fall back to JSON Lines
+    serve_metrics_on(metrics_port)
     session = prepare(options, tui=not headless, stdin=stdin)
+    if metrics_port is not None:
+        session.monitor.subscribe(_Metrics("watch"))
     if headless:
         return asyncio.run(run_headless(session))
     from guardian.tui.app import GuardianApp
@@ -78,12 +113,15 @@ def run_tui(app: App[Any], session: WatchSession) -> int:
     return 0
 
 
-def run_listen(options: ListenOptions, *, headless: bool) -> int:
+def run_listen(options: ListenOptions, *, headless: bool, metrics_port: int | None = None) -> int:
     """The CLI entry of `guardian listen`: JSON Lines when asked or when stdout is not a terminal, else the TUI."""
     from guardian.audio.listen import prepare_listen, run_listen_headless
 
     headless = headless or not sys.stdout.isatty()
+    serve_metrics_on(metrics_port)
     session = prepare_listen(options)
+    if metrics_port is not None:
+        session.monitor.subscribe(_Metrics("listen"))
     if headless:
         return asyncio.run(run_listen_headless(session))
     from guardian.tui.listen_app import ListenApp
