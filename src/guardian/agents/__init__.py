@@ -19,12 +19,15 @@ if TYPE_CHECKING:
     from guardian.agents.llm import chat_model_from_settings
     from guardian.agents.manipulation import LLMDetector
     from guardian.agents.middleware import GuardianMiddleware, GuardianState
+    from guardian.agents.policy import GuardianScreenError, GuardianViolation
     from guardian.agents.types import GuardianEvent
 
 _LAZY: dict[str, str] = {
     # name -> module (relative to guardian.agents)
     "GuardianMiddleware": "middleware",
     "GuardianState": "middleware",
+    "GuardianViolation": "policy",
+    "GuardianScreenError": "policy",
     "GuardianEvent": "types",
     "guard": "guard",
     "GuardedRunnable": "guard",
@@ -55,7 +58,9 @@ __all__ = [
     "GuardianCallbackHandler",
     "GuardianEvent",
     "GuardianMiddleware",
+    "GuardianScreenError",
     "GuardianState",
+    "GuardianViolation",
     "IntentAgent",
     "LLMDetector",
     "chat_model_from_settings",
