@@ -78,7 +78,7 @@ def bench_middleware(
     from langchain_core.messages import AIMessage, AnyMessage, HumanMessage
 
     from guardian.agents._engine import default_detector_names
-    from guardian.agents.middleware import GuardianMiddleware
+    from guardian.agents.middleware import GuardianMiddleware, assessments
     from guardian.eval.timing import percentile
 
     names = detectors or default_detector_names()
@@ -109,7 +109,8 @@ def bench_middleware(
             result = guarded.invoke({"messages": msgs})
             guarded_ms = (time.perf_counter() - began) * 1000
             overheads.append(guarded_ms - bare_ms)
-            detector_ms.extend(r["assessment"]["latency_ms"] for r in result.get("guardian", []) if "assessment" in r)
+            # state keeps compact records; `assessments()` joins each with its message's full Assessment
+            detector_ms.extend(r["assessment"]["latency_ms"] for r in assessments(result) if "assessment" in r)
         return overheads
 
     one_run(groups[0])  # warm-up
