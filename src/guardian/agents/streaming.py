@@ -44,7 +44,7 @@ from langchain_core.tracers._streaming import _StreamingCallbackHandler, _V2Stre
 
 from guardian.agents._engine import Verdict
 from guardian.agents._holdback import DEFAULT_MAX_HOLD_CHARS, ReplyGate, closing_piece
-from guardian.agents._screening import MessageTurn, annotate, payload, to_turns
+from guardian.agents._screening import METADATA_KEY, MessageTurn, annotate, payload, to_turns
 from guardian.agents.policy import failed_screen
 from guardian.findings import Assessment, DetectorError
 
@@ -152,11 +152,28 @@ class _RelayBase(BaseCallbackHandler, _StreamingCallbackHandler):
             final = AIMessage(content=gate.released, id=message_id)
         piece = closing_piece(gate.released, final.text)
         gate.released += piece
-        last = AIMessageChunk(content=piece, id=message_id or final.id, response_metadata=dict(final.response_metadata), chunk_position="last")
-        shown = final if message_id is None or final.id == message_id else final.model_copy(update={"id": message_id})
+        metadata = on_the_wire(final.response_metadata)
+        last = AIMessageChunk(content=piece, id=message_id or final.id, response_metadata=metadata, chunk_position="last")
+        shown = final.model_copy(update={"id": message_id or final.id, "response_metadata": metadata})
         generations: list[list[Any]] = [[ChatGeneration(message=shown)]]
         end = LLMResult(generations=generations, llm_output=response.llm_output, run=response.run)
         return ChatGenerationChunk(message=last), end, kwargs
+
+
+def on_the_wire(metadata: dict[str, Any]) -> dict[str, Any]:
+    """Message metadata fit for the client: the verdict, never the words it judged.
+
+    The stored message keeps the full Assessment (quotes) and a replaced reply's
+    `original_text`; a streamed chunk carries only direction, flag and action (and the
+    notice of a warned reply, whose words were shown anyway).
+    """
+    data = metadata.get(METADATA_KEY)
+    if not isinstance(data, dict):
+        return dict(metadata)
+    wire = {k: data[k] for k in ("direction", "flagged", "action") if k in data}
+    if data.get("action") == "warned" and data.get("notice"):
+        wire["notice"] = data["notice"]
+    return {**metadata, METADATA_KEY: wire}
 
 
 class _Relay(_RelayBase):
@@ -551,7 +568,10 @@ def _closing_chunk(template: Any, gate: ReplyGate, final: str, data: dict[str, A
     chunk = template.model_copy(update={"content": piece})
     if isinstance(chunk, AIMessageChunk):
         chunk = chunk.model_copy(update={"chunk_position": "last"})
-    return annotate(chunk, data) if isinstance(chunk, BaseMessage) else chunk
+    if not isinstance(chunk, BaseMessage):
+        return chunk
+    annotated = annotate(chunk, data)
+    return annotated.model_copy(update={"response_metadata": on_the_wire(annotated.response_metadata)})
 
 
 def stream_guarded(guarded: GuardedRunnable, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
