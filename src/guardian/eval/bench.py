@@ -212,6 +212,14 @@ def bench_middleware_suite(runs: int) -> Figures:
     return bench_middleware(runs, dialogues=30)
 
 
+@suite("bulk")
+def bench_bulk_suite(runs: int) -> Figures:
+    """`guardian analyze ARCHIVE --out`: dialogues/s with --jobs 1, --jobs 2 and Ray (2 workers), memory per worker."""
+    from guardian.eval.bench_bulk import bench_bulk
+
+    return bench_bulk(runs)
+
+
 @suite("serve")
 def bench_serve_suite(runs: int) -> Figures:
     """`guardian serve` over HTTP: one turn's latency, 100 concurrent conversations x 20 turns."""

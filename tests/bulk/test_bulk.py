@@ -1,0 +1,163 @@
+"""Bulk runs end to end with the real default detectors: every input form, both engines, a kill -9.
+
+Each run must reproduce `reference_rows` (the sample screened once in this process by
+the function `guardian analyze FILE` uses), in input order, with nothing twice.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from guardian.analyze import AnalyzeReport
+from guardian.bulk.rows import ConversationRow, conversation_row
+from guardian.bulk.run import BulkOptions, run_bulk
+from guardian.bulk.screen import ScreenOptions, resolve_options
+from guardian.bulk.sink import read_rows, read_turn_rows
+from guardian.conversation import Conversation
+from tests.bulk.conftest import write_directory, write_jsonl, write_parquet
+
+pytestmark = pytest.mark.slow
+GUARDIAN = Path(sys.executable).with_name("guardian")
+
+
+def _rows(out: Path) -> list[ConversationRow]:
+    rows = list(read_rows(out))
+    assert len({r.id for r in rows}) == len(rows), "a conversation was written twice"
+    return rows
+
+
+def test_default_options_are_analyze_defaults(default_options: ScreenOptions) -> None:
+    assert resolve_options(detectors=None, window=None, per_turn=True) == default_options
+
+
+def test_directory_jsonl_and_parquet_give_the_same_rows(
+    tmp_path: Path,
+    conversations: list[Conversation],
+    reference_rows: dict[str, ConversationRow],
+    default_options: ScreenOptions,
+) -> None:
+    sources = {
+        "directory": write_directory(tmp_path / "archive", conversations),
+        "jsonl": write_jsonl(tmp_path / "convs.jsonl", conversations),
+        "parquet": write_parquet(tmp_path / "convs.parquet", conversations),
+    }
+    for name, source in sources.items():
+        out = tmp_path / f"{name}.parquet"
+        summary = run_bulk(BulkOptions(source=str(source), out=out, screen=default_options), show_progress=False)
+        assert summary.screened == len(conversations) and summary.errors == 0
+        assert {r.id: r for r in _rows(out)} == reference_rows, name
+        turn_rows = list(read_turn_rows(out))
+        assert len(turn_rows) == sum(len(c) for c in conversations)
+    assert any(r.decision for r in reference_rows.values()), "the sample should have flagged conversations"
+    assert any(not r.decision for r in reference_rows.values())
+
+
+def test_a_row_says_what_guardian_analyze_file_says(
+    tmp_path: Path, conversations: list[Conversation], reference_rows: dict[str, ConversationRow]
+) -> None:
+    flagged = next(c for c in conversations if reference_rows[c.id].decision and c.id.endswith(".txt"))
+    folder = write_directory(tmp_path, [flagged])
+    proc = subprocess.run(
+        [str(GUARDIAN), "analyze", str(folder / flagged.id), "--format", "json"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    report = AnalyzeReport.model_validate_json(proc.stdout)
+    row = conversation_row(
+        report.conversation.model_copy(update={"id": flagged.id}), report.assessments,
+        label=None, detectors=report.detectors,
+    )
+    assert row == reference_rows[flagged.id]
+
+
+@pytest.mark.enable_socket
+@pytest.mark.allow_hosts(["127.0.0.1"])
+def test_local_processes_and_ray_give_identical_rows(
+    tmp_path: Path,
+    conversations: list[Conversation],
+    reference_rows: dict[str, ConversationRow],
+    default_options: ScreenOptions,
+) -> None:
+    ray = pytest.importorskip("ray", reason="the Ray extra is installed by `make setup` (pip install 'guardian[ray]')")
+    source = str(write_jsonl(tmp_path / "convs.jsonl", conversations))
+    expected = [reference_rows[c.id] for c in conversations]  # input order, from either engine
+
+    local = tmp_path / "local.jsonl"
+    run_bulk(BulkOptions(source=source, out=local, screen=default_options, jobs=2), show_progress=False)
+    assert _rows(local) == expected
+
+    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+    try:
+        on_ray = tmp_path / "ray.jsonl"
+        summary = run_bulk(
+            BulkOptions(source=source, out=on_ray, screen=default_options, jobs=2, engine="ray"), show_progress=False
+        )
+    finally:
+        ray.shutdown()
+    assert summary.engine == "ray" and summary.peak_worker_rss_mb > 0
+    assert _rows(on_ray) == expected
+
+
+def test_a_run_killed_mid_way_resumes_without_a_duplicate_or_a_loss(
+    tmp_path: Path, conversations: list[Conversation], reference_rows: dict[str, ConversationRow]
+) -> None:
+    source = write_jsonl(tmp_path / "convs.jsonl", conversations)
+    out = tmp_path / "results.parquet"
+    args = [str(GUARDIAN), "analyze", str(source), "--out", str(out), "--per-turn", "--flush-rows", "2"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 240
+        while not (out / "part-00002.parquet").exists():
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.monotonic() < deadline, "the run wrote no chunk in time"
+            time.sleep(0.05)
+        proc.send_signal(signal.SIGKILL)
+    finally:
+        proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    partial = _rows(out)
+    assert 6 <= len(partial) < len(conversations), "the kill came after the run had finished"
+
+    resumed = subprocess.run(args, capture_output=True, text=True, timeout=600, check=False)
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"{len(partial)} already done" in resumed.stdout
+    assert {r.id: r for r in _rows(out)} == reference_rows
+    turns = [(t.conversation_id, t.turn) for t in read_turn_rows(out)]
+    assert len(turns) == len(set(turns)) == sum(len(c) for c in conversations)
+
+
+def test_a_malformed_conversation_is_an_error_row(tmp_path: Path, conversations: list[Conversation]) -> None:
+    source = write_jsonl(
+        tmp_path / "convs.jsonl", conversations[:3],
+        extra_lines=('{"id": "broken", "turns": [{"speaker": "A"}]}', "{not json"),
+    )
+    out = tmp_path / "results.jsonl"
+    proc = subprocess.run(
+        [str(GUARDIAN), "analyze", str(source), "--out", str(out), "-d", "keyphrases"],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "5 conversations screened" in proc.stdout and "2 errors" in proc.stdout
+    rows = {r.id: r for r in _rows(out)}
+    assert [rows[c.id].status for c in conversations[:3]] == ["ok", "ok", "ok"]
+    assert rows["broken"].status == "error" and "turn 0 is not" in rows["broken"].errors[0]
+    assert rows["convs.jsonl:5"].status == "error" and "not JSON" in rows["convs.jsonl:5"].errors[0]
+
+
+def test_ray_missing_is_one_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    from guardian.cli import main
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` raises ImportError
+    source = write_jsonl(tmp_path / "convs.jsonl", [])
+    source.write_text(json.dumps({"id": "a", "turns": [{"speaker": "A", "text": "hi"}]}) + "\n")
+    code = main(["analyze", str(source), "--out", str(tmp_path / "r.jsonl"), "--engine", "ray", "-d", "keyphrases"])
+    err = capsys.readouterr().err.strip()
+    assert code == 2
+    assert err.count("\n") == 0 and "pip install 'guardian[ray]'" in err
