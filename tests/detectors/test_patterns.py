@@ -106,6 +106,21 @@ def test_guilt_appeal_needs_hesitation_or_criticism() -> None:
     assert [f.pattern for f in derive_patterns(conv, intents)] == [GUILT_APPEAL]
 
 
+def test_an_everyday_guilt_trip_makes_affection_the_price_of_compliance() -> None:
+    rows = [
+        ("Maya", "You said you'd pick me up at six.", FaceAct.HPOS_MINUS),
+        ("Daniel", "If you really loved me, you would stop checking my phone.", FaceAct.HNEG_MINUS),
+    ]
+    conv, intents = _conv(rows, "love")
+    found = derive_patterns(conv, intents)
+    assert [f.pattern for f in found] == [GUILT_APPEAL]
+    assert found[0].evidence[-1].quote == "If you really loved me, you would stop checking my phone."
+    _verbatim(conv, found)
+    rows[1] = (rows[1][0], rows[1][1], FaceAct.OTHER)  # not pressing: only words, no act
+    conv, intents = _conv(rows, "love")
+    assert derive_patterns(conv, intents) == []
+
+
 def test_nothing_fires_on_a_polite_negotiation() -> None:
     conv, intents = _conv(POLITE, "polite")
     assert derive_patterns(conv, intents) == []

@@ -38,10 +38,14 @@ mentions impoverished people ... guilt-tripping EE's inaction")
     listener's inaction or comparative comfort ("while you", "you won't",
     "how can you", "lucky", ...) or in a turn that counts as ``hpos-``;
     and the listener B hesitated or refused within the horizon, or the turn
-    itself counts as ``hpos-``. Score = 0.5 + 0.5 x P(act) when the turn counts
-    as ``hpos-``/``hneg-``, else 0.5. Evidence: that sentence (plus the refusal
-    when there is one). Targets the Over-responsibility vulnerability: the
-    listener is made to carry blame for others' suffering.
+    itself counts as ``hpos-``; or (c), the everyday guilt trip (issue 25), a
+    sentence of a turn counting as ``hneg-``/``hpos-`` makes the speaker's
+    affection the price of compliance ("If you really loved me, you would ...",
+    "if you cared about me"), with or without a refusal before it. Score = 0.5 +
+    0.5 x P(act) when the turn counts as ``hpos-``/``hneg-``, else 0.5. Evidence:
+    that sentence (plus the refusal when there is one). Targets the
+    Over-responsibility vulnerability: the listener is made to carry blame for
+    others' suffering, or for the relationship.
 
 The rules are deliberately simple and inspectable; they see only intents and the
 words of the turns, never gold labels.
@@ -94,6 +98,13 @@ _INACTION = re.compile(
     r"you would rather|how can you|how could you|don't you care|dont you care|because of you|your fault|"
     r"on your conscience|lucky|privileged|fortunate|turn your back|look away|do nothing|nothing at all|"
     r"can't even|cant even|not even|so little|just a few|only a few|your choice)\b",
+    re.I,
+)
+
+
+_CONDITIONAL_AFFECTION = re.compile(
+    r"\bif you (really |truly |actually |even )?(loved|love|cared|care|respected|respect|trusted|trust|valued)\b"
+    r"( about)? (me|us)\b",
     re.I,
 )
 
@@ -190,8 +201,8 @@ def patterns_at(
             pattern=GUILT_APPEAL, score=round(0.5 + 0.5 * intent.score if pressing else 0.5, 4),
             speaker=t.speaker, detector=detector, evidence=evidence,
             vulnerabilities=(Vulnerability.OVER_RESPONSIBILITY,),
-            explanation=f"{t.speaker} makes the listener responsible for others' suffering or questions "
-            "their spending" + (" after they hesitated." if refusals else "."),
+            explanation=f"{t.speaker} makes the listener responsible for others' suffering, questions "
+            "their spending or makes affection conditional on compliance" + (" after they hesitated." if refusals else "."),
         ))
     return findings
 
@@ -207,6 +218,10 @@ def _put_down(t: Turn) -> Evidence | None:
 def _guilt_sentence(t: Turn, intent: Intent, after_refusal: bool, cfg: PatternConfig) -> Evidence | None:
     critical = _counts(intent, (FaceAct.HPOS_MINUS,), cfg)
     pressing = critical or _counts(intent, (FaceAct.HNEG_MINUS,), cfg)
+    if pressing:
+        for span in sentences(t.text):
+            if _CONDITIONAL_AFFECTION.search(span.text):
+                return evidence_for(t, span)
     if not (after_refusal or critical):
         return None
     for span in sentences(t.text):
