@@ -15,7 +15,12 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from prometheus_client import CollectorRegistry
 
 from guardian.agents import guard
-from guardian.agents.policy import DEFAULT_ERROR_REPLY, DEFAULT_INPUT_ERROR_REPLY, GuardianScreenError, GuardianViolation
+from guardian.agents.policy import (
+    DEFAULT_ERROR_REPLY,
+    DEFAULT_INPUT_ERROR_REPLY,
+    GuardianScreenError,
+    GuardianViolation,
+)
 from guardian.telemetry import Telemetry
 from tests.agents.conftest import BrokenDetector, Lines, ScriptedDetector
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage, ToolMessage
@@ -122,13 +123,10 @@ def test_tool_results_are_not_screened_unless_asked(scripted: ScriptedDetector) 
 
 async def test_tool_result_raise_async(lines: Lines, scripted: ScriptedDetector) -> None:
     mw = GuardianMiddleware(detectors=[scripted], policy="raise", apply_to_tool_results=True)
-    try:
+    with pytest.raises(GuardianViolation) as caught:
         await agent_for(lines.threat.text, mw).ainvoke({"messages": [HumanMessage("What does the page say?")]})
-    except GuardianViolation as violation:
-        assert violation.direction == "tool"
-        assert violation.assessment.manipulator == "tool:fetch_page"
-    else:
-        raise AssertionError("a flagged tool result under policy='raise' must raise")
+    assert caught.value.direction == "tool"
+    assert caught.value.assessment.manipulator == "tool:fetch_page"
 
 
 def test_injection_patterns_leave_plain_text_alone() -> None:
