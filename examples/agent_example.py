@@ -29,6 +29,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from guardian.agents import GuardianEvent, GuardianMiddleware
+from guardian.agents.middleware import assessments
 
 # A "companion" chatbot that turns manipulative. The turns are MentalManip dialogue
 # 85515388 (labelled Rationalization, Feigning Innocence): Person1 is the user,
@@ -73,7 +74,7 @@ def main() -> None:
         probability = assessment.get("probability")
         shown = "n/a" if probability is None else f"{probability:.2f}"
         print(f"  (guardian: action={meta.get('action')}, probability={shown}, detectors={assessment.get('detectors')})")
-    records = state.get("guardian", [])
+    records = assessments(state)  # compact state records, joined with each message's full Assessment
     print(f"\n{len(records)} screened turns on this thread; flagged: {sum(r['flagged'] for r in records)}")
     for record in (r for r in records if r["flagged"]):
         for finding in record["assessment"]["findings"]:
