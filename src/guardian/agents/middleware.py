@@ -478,12 +478,12 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
         """Under block/warn/raise the reply is screened while it streams, before the client sees it."""
         from guardian.agents import streaming
 
-        return streaming.wrap_model_call(self, request, handler)
+        return streaming.wrap_model_call(self, request, handler, thread_id=thread_id_of(request.runtime))
 
     async def awrap_model_call(self, request: Any, handler: Any) -> Any:
         from guardian.agents import streaming
 
-        return await streaming.awrap_model_call(self, request, handler)
+        return await streaming.awrap_model_call(self, request, handler, thread_id=thread_id_of(request.runtime))
 
     # --- end of streaming block ---------------------------------------------------------------
 

@@ -51,8 +51,10 @@ from guardian.findings import Assessment, DetectorError
 if TYPE_CHECKING:
     from langchain.agents.middleware.types import ExtendedModelResponse, ModelRequest, ModelResponse
 
-    from guardian.agents.guard import GuardedRunnable
-    from guardian.agents.middleware import GuardianMiddleware, _Job
+GuardianMiddleware = Any
+"""`guardian.agents.middleware.GuardianMiddleware` (not imported: it imports this module)."""
+GuardedRunnable = Any
+"""`guardian.agents.guard.GuardedRunnable` (likewise)."""
 
 log = logging.getLogger("guardian.agents")
 
@@ -388,7 +390,7 @@ def _session(middleware: GuardianMiddleware) -> _Session:
     )
 
 
-def _reply_job(middleware: GuardianMiddleware, request: ModelRequest[Any], response: ModelResponse) -> tuple[_Job, int] | None:
+def _reply_job(middleware: GuardianMiddleware, request: ModelRequest[Any], response: ModelResponse) -> tuple[Any, int] | None:
     """The middleware's output job for the reply in `response`, and the reply's position in it."""
     for position, message in enumerate(response.result):
         if isinstance(message, AIMessage):
@@ -423,14 +425,15 @@ def _final_message(response: ModelResponse | ExtendedModelResponse, position: in
 
 
 def wrap_model_call(
-    middleware: GuardianMiddleware, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], ModelResponse]
+    middleware: GuardianMiddleware,
+    request: ModelRequest[Any],
+    handler: Callable[[ModelRequest[Any]], ModelResponse],
+    *,
+    thread_id: str | None,
 ) -> ModelResponse | ExtendedModelResponse:
     """`GuardianMiddleware.wrap_model_call`: see the module docstring."""
     if not screens_streams(middleware):
         return handler(request)
-    from guardian.agents.middleware import thread_id_of
-
-    thread_id = thread_id_of(request.runtime)
     session = _session(middleware)
     prior: list[MessageTurn] | None = None
     key = f"stream:{uuid.uuid4()}"
@@ -474,14 +477,15 @@ def wrap_model_call(
 
 
 async def awrap_model_call(
-    middleware: GuardianMiddleware, request: ModelRequest[Any], handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse]]
+    middleware: GuardianMiddleware,
+    request: ModelRequest[Any],
+    handler: Callable[[ModelRequest[Any]], Awaitable[ModelResponse]],
+    *,
+    thread_id: str | None,
 ) -> ModelResponse | ExtendedModelResponse:
     """`GuardianMiddleware.awrap_model_call`: the async twin of `wrap_model_call`."""
     if not screens_streams(middleware):
         return await handler(request)
-    from guardian.agents.middleware import thread_id_of
-
-    thread_id = thread_id_of(request.runtime)
     session = _session(middleware)
     prior: list[MessageTurn] | None = None
     key = f"stream:{uuid.uuid4()}"

@@ -67,8 +67,12 @@ def bench_middleware(
     detectors: list[str] | None = None,
     policy: str = "observe",
     model_latency_ms: float = 0.0,
+    streaming: bool = True,
 ) -> dict[str, Any]:
     """Per-call overhead p50/p95 in ms (median over `runs` after one warm-up run).
+
+    With `streaming`, the figures also hold `streaming`: what screening a streamed reply
+    under "block" adds (`guardian.eval.bench_streaming`), on dialogues these calls did not use.
 
     With `model_latency_ms=0` the model answers instantly: the worst case, where
     nothing hides guardian's time. A real model's latency lets the user-side screen
@@ -121,7 +125,7 @@ def bench_middleware(
         p50s.append(percentile(per_call, 0.5))
         p95s.append(percentile(per_call, 0.95))
     detectors_used = middleware.screener.pool.detectors()
-    return {
+    figures: dict[str, Any] = {
         "detectors": [d.name for d in detectors_used],
         "policy": policy,
         "model_latency_ms": model_latency_ms,
@@ -138,6 +142,13 @@ def bench_middleware(
         "target_p50_ms": 30.0,
         "data": f"data/mentalmanip/mentalmanip_con.csv: {runs + 1} disjoint sets of {dialogues} dialogues with >= 4 turns",
     }
+    if streaming:
+        from guardian.eval.bench_streaming import bench_streaming
+
+        size = min(dialogues, 10)
+        used = -(-(runs + 1) * dialogues // size)  # groups of `size` the calls above used: streaming meets new ones
+        figures["streaming"] = bench_streaming(_call_groups(used + runs + 1, size)[used:], detectors=names)
+    return figures
 
 
 __all__ = ["bench_middleware"]
