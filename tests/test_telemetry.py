@@ -37,7 +37,9 @@ def _flagged() -> Assessment:
 def test_decision_and_labels() -> None:
     flagged = _flagged()
     assert decision_of(flagged, flagged=True) == "flagged"
-    assert labels_of(flagged) == ["Intimidation", "Denial"]
+    assert labels_of(flagged) == ["Intimidation"]  # the finding's label, not every technique score
+    scored_only = Assessment(conversation_id="c", turn=0, techniques={Technique.DENIAL: 0.7, Technique.INTIMIDATION: 0.2})
+    assert labels_of(scored_only) == ["Denial"]
     failed = Assessment(conversation_id="c", turn=0, errors=(DetectorError(detector="llm", kind="timeout", message="slow"),))
     assert decision_of(failed, flagged=False) == "failed"
     assert decision_of(Assessment.refused("language fr", conversation_id="c", turn=0), flagged=False) == "not_assessed"
@@ -52,7 +54,7 @@ def test_record_counts_without_a_span() -> None:
     labels = {"surface": "watch", "direction": "turn"}
     assert registry.get_sample_value("guardian_screens_total", {**labels, "decision": "flagged"}) == 1
     assert registry.get_sample_value("guardian_flags_total", {**labels, "technique": "Intimidation"}) == 1
-    assert registry.get_sample_value("guardian_flags_total", {**labels, "technique": "Denial"}) == 1
+    assert registry.get_sample_value("guardian_flags_total", {**labels, "technique": "Denial"}) is None
     assert registry.get_sample_value("guardian_screen_latency_seconds_sum", labels) == pytest.approx(0.012)
     data = reader.get_metrics_data()
     names = {m.name for r in data.resource_metrics for s in r.scope_metrics for m in s.metrics}

@@ -48,10 +48,17 @@ def decision_of(assessment: Assessment, *, flagged: bool) -> Decision:
 
 
 def labels_of(assessment: Assessment) -> list[str]:
-    """Techniques (by score) or, for pattern-only findings, the patterns: what a flag is counted as."""
-    if assessment.techniques:
-        return [t.value for t, _ in sorted(assessment.techniques.items(), key=lambda kv: -kv[1])]
-    return list(dict.fromkeys(f.label for f in assessment.findings))
+    """What a flag is counted as: the labels (technique or pattern) of the findings about the
+    assessed turn, strongest first; without findings, the techniques scored at 0.5 or more.
+
+    Not every technique score: a model that scores all eleven on every turn would count a
+    flag eleven times.
+    """
+    on_turn = [f for f in assessment.findings if not f.evidence or any(e.turn == assessment.turn for e in f.evidence)]
+    if on_turn:
+        return list(dict.fromkeys(f.label for f in sorted(on_turn, key=lambda f: -f.score)))
+    ranked = sorted(assessment.techniques.items(), key=lambda kv: -kv[1])
+    return [t.value for t, score in ranked if score >= 0.5]
 
 
 class _Prometheus:
