@@ -78,7 +78,11 @@ def fail(message: str, *, code: int = 2) -> typer.Exit:
 
 @app.command()
 def analyze(
-    file: Annotated[str, typer.Argument(help="Transcript file, or '-' to read standard input.")],
+    file: Annotated[
+        str,
+        typer.Argument(help="Transcript file, or '-' to read standard input; a folder of transcripts, a "
+                       "conversations .jsonl or a .parquet to screen many (with --out)."),
+    ],
     output_format: Annotated[
         str, typer.Option("--format", "-f", help="text | json | jsonl | markdown")
     ] = "text",
