@@ -22,7 +22,12 @@ from typing import IO
 
 from guardian.audio.pipeline import AudioError, AudioEvent, AudioPipeline, TurnHeard
 from guardian.audio.sources import AudioSource, FileSource, MicrophoneSource
-from guardian.audio.speakers import ChannelSpeakers, EmbeddingSpeakers, SpeakerAttributor
+from guardian.audio.speakers import (
+    ChannelSpeakers,
+    EmbeddingSpeakers,
+    SpeakerAttributor,
+    SpeakerEncoder,
+)
 from guardian.audio.transcribe import Transcriber
 from guardian.audio.vad import VadConfig
 from guardian.errors import InputError
@@ -46,8 +51,17 @@ class ListenOptions:
     no_log: bool = False
 
 
-def build_pipeline(options: ListenOptions) -> AudioPipeline:
-    """Source, VAD settings, transcriber and speaker attribution from options over settings."""
+def build_pipeline(
+    options: ListenOptions,
+    *,
+    source: AudioSource | None = None,
+    transcriber: Transcriber | None = None,
+    encoder: SpeakerEncoder | None = None,
+) -> AudioPipeline:
+    """Source, VAD settings, transcriber and speaker attribution from options over settings.
+
+    `source`, `transcriber` and `encoder` are given by `guardian serve`: audio pushed over a
+    WebSocket, and one Whisper model and one voice encoder shared by every call."""
     from guardian.config import settings
 
     audio = settings().audio
@@ -57,10 +71,9 @@ def build_pipeline(options: ListenOptions) -> AudioPipeline:
         raise InputError("--silence must be a positive number of seconds")
     if options.fast and options.audio is None:
         raise InputError("--fast replays a recording; give one with --audio FILE")
-    source: AudioSource
-    if options.audio is not None:
+    if source is None and options.audio is not None:
         source = FileSource(options.audio, split_channels=options.channels, realtime=not options.fast)
-    else:
+    elif source is None:
         device = options.device if options.device is not None else audio.device
         microphone = MicrophoneSource(device, channels=2 if options.channels else 1)
         microphone.check()
@@ -70,7 +83,7 @@ def build_pipeline(options: ListenOptions) -> AudioPipeline:
         speakers = ChannelSpeakers()
     else:
         speakers = EmbeddingSpeakers(
-            max_speakers=options.speakers or audio.speakers, threshold=audio.speaker_threshold
+            max_speakers=options.speakers or audio.speakers, threshold=audio.speaker_threshold, encoder=encoder
         )
     vad = VadConfig(
         threshold=audio.vad_threshold,
@@ -78,7 +91,7 @@ def build_pipeline(options: ListenOptions) -> AudioPipeline:
         silence_s=options.silence_s or audio.silence_s,
         max_utterance_s=audio.max_utterance_s,
     )
-    transcriber = Transcriber(
+    transcriber = transcriber or Transcriber(
         options.model or audio.whisper_model,
         cpu_threads=audio.cpu_threads,
         language=audio.language,

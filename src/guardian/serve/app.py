@@ -129,6 +129,10 @@ def create_app(
     from guardian.serve.streams import add_stream_routes
 
     add_stream_routes(app)
+    # the audio pipeline's code loads here; its models load on the first call
+    from guardian.serve.audio import add_call_routes
+
+    add_call_routes(app)
     app.add_middleware(BodyLimit, max_bytes=config.max_request_bytes)
     app.add_middleware(Observed, metrics=metrics)
     return app
@@ -212,8 +216,6 @@ def _routes(app: FastAPI) -> None:
     @app.get("/metrics", tags=["operations"], response_class=Response)
     async def metrics(rt: RuntimeDep) -> Response:
         """Prometheus metrics of this process."""
-        if rt.calls is not None:
-            rt.metrics.open_calls.set(rt.calls.open)
         return Response(rt.metrics.render(), media_type=CONTENT_TYPE_LATEST)
 
     @app.post("/v1/conversations/{conversation_id}/turns", tags=["conversations"],

@@ -154,7 +154,9 @@ class Conversations:
 
     # --- the operations --------------------------------------------------------------------
 
-    async def add_turn(self, conversation_id: str, turn: TurnIn, *, idempotency_key: str | None) -> TurnResult:
+    async def add_turn(
+        self, conversation_id: str, turn: TurnIn, *, idempotency_key: str | None, source: str = "text"
+    ) -> TurnResult:
         digest = request_hash(turn)
         async with self.locked(conversation_id):
             if idempotency_key is not None:
@@ -166,7 +168,7 @@ class Conversations:
                 self._pending[conversation_id] = []
                 try:
                     await self.monitor.add_turn(
-                        conversation_id, turn.speaker, turn.text, start=turn.start, end=turn.end
+                        conversation_id, turn.speaker, turn.text, start=turn.start, end=turn.end, source=source
                     )
                     events = self._pending[conversation_id]
                 except BaseException:

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import time
+from collections.abc import Coroutine
 from typing import Any
 
 from fastapi import FastAPI, WebSocket, WebSocketDisconnect
@@ -25,7 +26,9 @@ from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
 from guardian.events import Event, to_dict
+from guardian.monitor import Monitor
 from guardian.serve.conversations import IdempotencyMismatch
+from guardian.serve.metrics import ServeMetrics
 from guardian.serve.runtime import Runtime, ServiceError, check_turn
 from guardian.serve.schemas import StreamTurnIn, valid_id
 
@@ -58,33 +61,72 @@ async def admit_socket(websocket: WebSocket, object_id: str) -> str | None:
     return client
 
 
+class EventPipe:
+    """The monitor's events of one conversation, sent to one WebSocket in order.
+
+    Events wait in a bounded queue; a client that leaves more than MAX_UNREAD unread is
+    disconnected (1013) rather than having events dropped silently.
+    """
+
+    def __init__(self, websocket: WebSocket, monitor: Monitor, conversation_id: str) -> None:
+        self.websocket = websocket
+        self.conversation_id = conversation_id
+        self.unread: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=MAX_UNREAD)
+        self.overflow = asyncio.Event()
+        self._unsubscribe = monitor.subscribe(self._deliver)
+
+    def _deliver(self, event: Event) -> None:
+        if event.conversation_id != self.conversation_id:
+            return
+        try:
+            self.unread.put_nowait(to_dict(event))
+        except asyncio.QueueFull:
+            self.overflow.set()
+
+    async def put(self, message: dict[str, Any]) -> None:
+        await self.unread.put(message)
+
+    async def flush(self) -> None:
+        """Wait until every queued event has been sent."""
+        while not self.unread.empty() and not self.overflow.is_set():
+            await asyncio.sleep(0.01)
+
+    async def _write(self) -> None:
+        while True:
+            await self.websocket.send_text(json.dumps(await self.unread.get(), ensure_ascii=False))
+
+    async def run(self, reader: Coroutine[Any, Any, None], *, metrics: ServeMetrics) -> None:
+        """Send events while `reader` handles what the client sends; ends when either side does."""
+        tasks = [asyncio.create_task(reader), asyncio.create_task(self._write()),
+                 asyncio.create_task(self.overflow.wait())]
+        try:
+            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            if tasks[2] in done:
+                metrics.errors.labels("slow_client").inc()
+                with contextlib.suppress(Exception):
+                    await self.websocket.close(code=1013, reason="events were not read fast enough")
+            for task in done:
+                exc = None if task.cancelled() else task.exception()
+                if exc is not None and not isinstance(exc, WebSocketDisconnect | RuntimeError):
+                    raise exc
+        finally:
+            self._unsubscribe()
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+
 def add_stream_routes(app: FastAPI) -> None:
     @app.websocket("/v1/conversations/{conversation_id}/events")
     async def conversation_events(websocket: WebSocket, conversation_id: str) -> None:
-
         client = await admit_socket(websocket, conversation_id)
         if client is None:
             return
         rt: Runtime = websocket.app.state.guardian
         conversations = rt.require()
         await websocket.accept()
-        unread: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=MAX_UNREAD)
-        overflow = asyncio.Event()
-
-        def deliver(event: Event) -> None:
-            if event.conversation_id != conversation_id:
-                return
-            try:
-                unread.put_nowait(to_dict(event))
-            except asyncio.QueueFull:
-                overflow.set()
-
-        unsubscribe = conversations.monitor.subscribe(deliver)
+        pipe = EventPipe(websocket, conversations.monitor, conversation_id)
         rt.metrics.open_streams.inc()
-
-        async def write() -> None:
-            while True:
-                await websocket.send_text(json.dumps(await unread.get(), ensure_ascii=False))
 
         async def read() -> None:
             while True:
@@ -99,31 +141,18 @@ def add_stream_routes(app: FastAPI) -> None:
                 except ValidationError as exc:
                     first = exc.errors()[0]
                     where = ".".join(str(p) for p in first["loc"]) or "message"
-                    await unread.put(input_error(conversation_id, f"{where}: {first['msg']}"))
+                    await pipe.put(input_error(conversation_id, f"{where}: {first['msg']}"))
                     continue
                 except ServiceError as exc:
-                    await unread.put(input_error(conversation_id, exc.message))
+                    await pipe.put(input_error(conversation_id, exc.message))
                     continue
                 except IdempotencyMismatch:
-                    await unread.put(input_error(conversation_id, "this idempotency_key was used for a different turn"))
+                    await pipe.put(input_error(conversation_id, "this idempotency_key was used for a different turn"))
                     continue
                 if result.replayed:  # no events were produced: send the stored answer again
-                    await unread.put(result.response)
+                    await pipe.put(result.response)
 
-        tasks = [asyncio.create_task(read()), asyncio.create_task(write()), asyncio.create_task(overflow.wait())]
         try:
-            done, _ = await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
-            if tasks[2] in done:
-                rt.metrics.errors.labels("slow_client").inc()
-                with contextlib.suppress(Exception):
-                    await websocket.close(code=1013, reason="events were not read fast enough")
-            for task in done:
-                exc = None if task.cancelled() else task.exception()
-                if exc is not None and not isinstance(exc, WebSocketDisconnect | RuntimeError):
-                    raise exc
+            await pipe.run(read(), metrics=rt.metrics)
         finally:
-            unsubscribe()
             rt.metrics.open_streams.dec()
-            for task in tasks:
-                task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
