@@ -10,6 +10,9 @@ MentalManip turns (detectors cache per utterance, so a repeated text would time 
   a chat would send them); every answer must name the turn it was sent as, and afterwards the
   store must hold every turn of every conversation in order: `lost` and `reordered` count
   what did not.
+- `audio_calls`: 1, 4, then 8 calls at once, each streaming a bundled speech clip in real time
+  over `WS /v1/calls/{id}/audio`: end of utterance -> assessment (VAD hangover, Whisper, speaker,
+  detectors, store), and the largest count whose p95 stays within 3 s.
 """
 
 from __future__ import annotations
@@ -98,18 +101,26 @@ async def _concurrent(url: str, texts: Iterator[tuple[str, str]], *, conversatio
     latencies: list[float] = []
     misnumbered = 0
     failed = 0
+    retried = 0
     limits = httpx.Limits(max_connections=conversations, max_keepalive_connections=conversations)
     auth = {"Authorization": f"Bearer {TOKEN}"}
     async with httpx.AsyncClient(base_url=url, headers=auth, timeout=120, limits=limits) as http:
 
         async def talk(cid: str, said: list[tuple[str, str]]) -> None:
-            nonlocal misnumbered, failed
+            nonlocal misnumbered, failed, retried
             for i, (speaker, text) in enumerate(said):
                 began = time.perf_counter()
-                answer = await http.post(f"/v1/conversations/{cid}/turns", json={"speaker": speaker, "text": text},
-                                         headers={"Idempotency-Key": f"{cid}-{i}"})
+                answer = None
+                for _ in range(3):  # what a client should do: retry a broken connection with the same key
+                    try:
+                        answer = await http.post(f"/v1/conversations/{cid}/turns",
+                                                 json={"speaker": speaker, "text": text},
+                                                 headers={"Idempotency-Key": f"{cid}-{i}"})
+                        break
+                    except httpx.TransportError:
+                        retried += 1
                 latencies.append((time.perf_counter() - began) * 1000)
-                if answer.status_code != 200:
+                if answer is None or answer.status_code != 200:
                     failed += 1
                 elif answer.json()["turn"] != i:
                     misnumbered += 1
@@ -129,6 +140,7 @@ async def _concurrent(url: str, texts: Iterator[tuple[str, str]], *, conversatio
         "turns_each": turns,
         "turns": conversations * turns,
         "failed": failed,
+        "retried": retried,
         "lost": lost,
         "reordered": reordered,
         "misnumbered": misnumbered,
@@ -138,6 +150,84 @@ async def _concurrent(url: str, texts: Iterator[tuple[str, str]], *, conversatio
         "p95_ms": round(percentile(latencies, 0.95), 1),
         "p99_ms": round(percentile(latencies, 0.99), 1),
     }
+
+
+def _clips() -> list[Path]:
+    from guardian.locations import package_dir
+
+    return sorted((package_dir().parent.parent / "tests" / "data" / "speech").glob("*.mp3"))
+
+
+async def _calls(ws_url: str, clips: list[Path], n: int) -> Figures:
+    """`n` calls at once, each streaming a clip in real time (100 ms frames, paced by the clock)."""
+    import websockets
+
+    from guardian.audio.sources import decode_file
+
+    pcms = [(decode_file(c)[:, 0] * 32768.0).round().clip(-32768, 32767).astype("<i2").tobytes() for c in clips]
+    latencies: list[float] = []
+    overruns: list[float] = []
+    turns = 0
+
+    async def call(k: int) -> None:
+        nonlocal turns
+        pcm = pcms[k % len(pcms)]
+        step = 3200  # 100 ms
+        url = f"{ws_url}/v1/calls/bench-call-{k}-{time.monotonic_ns()}/audio"
+        async with websockets.connect(url, additional_headers={"Authorization": f"Bearer {TOKEN}"},
+                                      max_size=None) as ws:
+            began = time.monotonic()
+
+            async def send() -> None:
+                for n_frame, offset in enumerate(range(0, len(pcm), step)):
+                    due = began + n_frame * 0.1
+                    await asyncio.sleep(max(0.0, due - time.monotonic()))
+                    await ws.send(pcm[offset : offset + step])
+                await ws.send(json.dumps({"type": "end"}))
+
+            sender = asyncio.create_task(send())
+            ends: dict[int, float] = {}
+            async for raw in ws:
+                event = json.loads(raw)
+                now = time.monotonic() - began
+                if event["type"] == "turn":
+                    ends[event["turn"]["index"]] = event["turn"]["end"]
+                elif event["type"] == "assessment" and event["turn"] in ends:
+                    latencies.append(now - ends[event["turn"]])
+                    turns += 1
+                elif event["type"] == "end":
+                    overruns.append(now - len(pcm) / 2 / 16000)
+                    break
+            await sender
+
+    await asyncio.gather(*(call(k) for k in range(n)))
+    return {
+        "calls": n,
+        "turns": turns,
+        "end_of_utterance_to_assessment_p50_s": round(percentile(latencies, 0.5), 2),
+        "end_of_utterance_to_assessment_p95_s": round(percentile(latencies, 0.95), 2),
+        "last_answer_after_audio_end_max_s": round(max(overruns), 2),
+    }
+
+
+def bench_calls(url: str, *, counts: tuple[int, ...] = (1, 4, 8)) -> Figures:
+    """Concurrent real-time calls; a count is sustained when p95 stays within 3 s of each utterance's end."""
+    clips = _clips()
+    if not clips:
+        return {"skipped": "the bundled speech clips (tests/data/speech) are not in this checkout"}
+    ws_url = url.replace("http://", "ws://")
+    asyncio.run(_calls(ws_url, clips, 1))  # warm-up: Whisper and the voice encoder load on the first call
+    out: Figures = {"clips": [c.name for c in clips], "runs": []}
+    sustained = 0
+    for n in counts:
+        figures = asyncio.run(_calls(ws_url, clips, n))
+        out["runs"].append(figures)
+        if figures["end_of_utterance_to_assessment_p95_s"] <= 3.0:
+            sustained = n
+        else:
+            break
+    out["max_realtime_calls_measured"] = sustained
+    return out
 
 
 def bench_serve(runs: int, *, conversations: int = 100, turns: int = 20) -> Figures:
@@ -170,6 +260,10 @@ def bench_serve(runs: int, *, conversations: int = 100, turns: int = 20) -> Figu
         figures["concurrent"] = asyncio.run(
             _concurrent(server.url, texts, conversations=conversations, turns=turns, tag="load")
         )
+        try:
+            figures["audio_calls"] = bench_calls(server.url)
+        except Exception as exc:  # the text figures stand without the audio ones
+            figures["audio_calls"] = {"error": f"{type(exc).__name__}: {exc}"}
     finally:
         server.close()
     return figures

@@ -52,6 +52,9 @@ def run_server(*, host: str | None, port: int | None, workers: int) -> None:
         access_log=False,  # its lines carry query strings (a WebSocket ?token=); ours do not
         log_level=level,
         timeout_graceful_shutdown=int(config.shutdown_timeout_s),
+        # longer than the idle timeout of the load balancers in front (60 s is usual): a server that
+        # closes an idle connection first races the client's next request on it (a reset, not a 5xx)
+        timeout_keep_alive=75,
         ws_max_size=config.max_request_bytes,
         lifespan="on",
     )
