@@ -233,3 +233,18 @@ def test_log_text_on_writes_the_words(make_server) -> None:
     with srv.client(headers=AUTH) as http:
         http.post(f"/v1/conversations/{_cid()}/turns", json={"speaker": "A", "text": "visible-words-here"})
     assert "visible-words-here" in srv.log.read_text()
+
+
+def test_the_example_client_runs_against_the_server(server: Server) -> None:
+    import subprocess
+    import sys
+
+    from tests.serve.conftest import TOKEN
+
+    example = Path(__file__).resolve().parent.parent.parent / "examples" / "serve_client.py"
+    done = subprocess.run([sys.executable, str(example), server.url], env={**server.env, "GUARDIAN_TOKEN": TOKEN},
+                          capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "stored: 4 turns" in done.stdout
+    assert "event: assessment" in done.stdout
+    assert "FLAG" in done.stdout or "key_phrase" in done.stdout

@@ -11,7 +11,14 @@ import httpx
 import pytest
 
 from guardian.errors import ConfigError
-from guardian.serve.state import Conflict, RedisStore, SQLiteStore, StateStore, StoredTurn, open_store
+from guardian.serve.state import (
+    Conflict,
+    RedisStore,
+    SQLiteStore,
+    StateStore,
+    StoredTurn,
+    open_store,
+)
 from tests.serve.conftest import AUTH
 
 pytestmark = [pytest.mark.enable_socket, pytest.mark.allow_hosts(["127.0.0.1"])]
