@@ -319,3 +319,18 @@ def test_closing_piece_puts_a_replacement_in_its_own_paragraph() -> None:
     assert closing_piece("Fine. ", "Fine. And more.") == "And more."
     assert closing_piece("Fine. ", "Safe.") == "\n\nSafe."
 
+
+
+def test_raise_policy_raises_before_the_flagged_words_are_shown(lines: Lines, prefix_aware: ScriptedDetector) -> None:
+    from guardian.agents.middleware import GuardianViolation
+
+    agent = create_agent(fake(lines.belittling.text), middleware=[GuardianMiddleware(detectors=[prefix_aware], policy="raise")])
+    got: list[str] = []
+
+    def drain() -> None:
+        for chunk, _ in agent.stream({"messages": [HumanMessage(lines.benign.text)]}, stream_mode="messages"):
+            got.append(wire(chunk))
+
+    with pytest.raises(GuardianViolation):
+        drain()
+    assert leaked(got, own_words(lines.belittling.text)) == []

@@ -151,7 +151,11 @@ class _RelayBase(BaseCallbackHandler, _StreamingCallbackHandler):
         gate = self.session.gate(run_id)
         message_id = self.session.ids.get(run_id)
         if final is None:
-            final = AIMessage(content=gate.released, id=message_id)
+            own = response.generations[0][0] if response.generations and response.generations[0] else None
+            if isinstance(own, ChatGeneration) and isinstance(own.message, AIMessage):
+                final = own.message.model_copy(update={"content": gate.released})
+            else:
+                final = AIMessage(content=gate.released, id=message_id)
         piece = closing_piece(gate.released, final.text)
         gate.released += piece
         metadata = on_the_wire(final.response_metadata)
@@ -400,28 +404,24 @@ def _reply_job(middleware: GuardianMiddleware, request: ModelRequest[Any], respo
     return None
 
 
-def _settled(response: ModelResponse, position: int, update: dict[str, Any]) -> ExtendedModelResponse:
+def _settled(response: ModelResponse, position: int, update: dict[str, Any]) -> tuple[ExtendedModelResponse, AIMessage | None]:
+    """The model call's result with the screened reply in place, the rest of the delta as a command."""
     from langchain.agents.middleware.types import ExtendedModelResponse, ModelResponse
     from langgraph.types import Command
 
     result = list(response.result)
-    messages = update.get("messages") or []
+    messages = list(update.get("messages") or [])
+    if messages and update.get("jump_to") == "end" and isinstance(messages[0], AIMessage) and messages[0].tool_calls:
+        # after_model ends a replaced turn with jump_to; here the replacement simply calls no tools
+        messages[0] = messages[0].model_copy(update={"tool_calls": [], "invalid_tool_calls": []})
     if messages:
         result[position] = messages[0]
         result[position + 1 : position + 1] = messages[1:]
     rest = {k: v for k, v in update.items() if k not in ("messages", "jump_to")}
     screened = ModelResponse(result=result, structured_response=response.structured_response)
-    return ExtendedModelResponse(model_response=screened, command=Command(update=rest) if rest else None)
-
-
-def _final_message(response: ModelResponse | ExtendedModelResponse, position: int | None) -> AIMessage | None:
-    if position is None:
-        return None
-    from langchain.agents.middleware.types import ExtendedModelResponse
-
-    result = (response.model_response if isinstance(response, ExtendedModelResponse) else response).result
-    message = result[position] if position < len(result) else None
-    return message if isinstance(message, AIMessage) else None
+    last = result[position]
+    final = last if isinstance(last, AIMessage) else None
+    return ExtendedModelResponse(model_response=screened, command=Command(update=rest) if rest else None), final
 
 
 def wrap_model_call(
@@ -458,19 +458,19 @@ def wrap_model_call(
         if token is not None:
             _reset(var_child_runnable_config, token)
     out: ModelResponse | ExtendedModelResponse = response
-    position: int | None = None
+    final: AIMessage | None = None  # None (no text, or the policy raised): only what was released
     try:
         if relay is not None:
             relay.final_screen()
         found = _reply_job(middleware, request, response)
         if found is not None:
-            job, position = found
+            job, at = found
             verdict = session.verdict() or middleware._screen(job)[0]
             rewrite = middleware._rewrite(job, verdict) if middleware._wants_rewrite(verdict) else None
-            out = _settled(response, position, middleware._act(job, verdict, [], rewrite))
+            out, final = _settled(response, at, middleware._act(job, verdict, [], rewrite))
     finally:
         if relay is not None and session.last is not None:
-            relay.finish(session.last, _final_message(out, position))
+            relay.finish(session.last, final)
             for run_id in list(session.ends):
                 relay.finish(run_id, None)
     return out
@@ -510,19 +510,19 @@ async def awrap_model_call(
         if token is not None:
             _reset(var_child_runnable_config, token)
     out: ModelResponse | ExtendedModelResponse = response
-    position: int | None = None
+    final: AIMessage | None = None  # None (no text, or the policy raised): only what was released
     try:
         if relay is not None:
             await relay.final_screen()
         found = _reply_job(middleware, request, response)
         if found is not None:
-            job, position = found
+            job, at = found
             verdict = session.verdict() or (await middleware._ascreen(job))[0]
             rewrite = await middleware._arewrite(job, verdict) if middleware._wants_rewrite(verdict) else None
-            out = _settled(response, position, await middleware._aact(job, verdict, [], rewrite))
+            out, final = _settled(response, at, await middleware._aact(job, verdict, [], rewrite))
     finally:
         if relay is not None and session.last is not None:
-            await relay.finish(session.last, _final_message(out, position))
+            await relay.finish(session.last, final)
             for run_id in list(session.ends):
                 await relay.finish(run_id, None)
     return out
