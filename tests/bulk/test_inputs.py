@@ -77,3 +77,11 @@ def test_parquet_without_the_columns_is_one_sentence(tmp_path: Path) -> None:
     pq.write_table(pa.table({"dialogue": ["A: hi"]}), path)
     with pytest.raises(InputError, match="needs the columns id and turns"):
         list(iter_items(path))
+
+
+def test_one_transcript_with_out_is_one_item(tmp_path: Path) -> None:
+    chat = tmp_path / "chat.txt"
+    chat.write_text("Ann: hi\nBob: hello\n", encoding="utf-8")
+    (item,) = iter_items(chat)
+    assert item.id == "chat.txt" and _turns(item.conversation) == [(0, "Ann", "hi"), (1, "Bob", "hello")]
+    assert count_items(chat) == 1

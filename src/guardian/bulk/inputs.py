@@ -51,9 +51,11 @@ def is_bulk_input(path: str) -> bool:
         return False
     if p.is_dir() or p.suffix.lower() == ".parquet":
         return True
-    if p.suffix.lower() in (".jsonl", ".ndjson"):
-        return _first_line_has_turns(p)
-    return False
+    return _is_conversations_jsonl(p)
+
+
+def _is_conversations_jsonl(p: Path) -> bool:
+    return p.suffix.lower() in (".jsonl", ".ndjson") and _first_line_has_turns(p)
 
 
 def _first_line_has_turns(path: Path) -> bool:
@@ -76,7 +78,7 @@ def iter_items(path: str | Path, *, input_format: str = "auto") -> Iterator[Item
     if p.suffix.lower() == ".parquet":
         return _parquet(p)
     if p.is_file():
-        return _jsonl(p)
+        return _jsonl(p) if _is_conversations_jsonl(p) else _single(p, input_format=input_format)
     raise InputError("not found; give a directory of transcripts, a conversations .jsonl or a .parquet", source=str(p))
 
 
@@ -90,6 +92,8 @@ def count_items(path: str | Path) -> int | None:
             import pyarrow.parquet as pq
 
             return sum(pq.ParquetFile(f).metadata.num_rows for f in _parquet_files(p))
+        if not _is_conversations_jsonl(p):
+            return 1
         with p.open("rb") as fh:
             return sum(1 for line in fh if line.strip())
     except (OSError, GuardianError, ImportError):
@@ -111,17 +115,22 @@ def _transcript_files(root: Path) -> Iterator[Path]:
 
 
 def _directory(root: Path, *, input_format: str) -> Iterator[Item]:
-    max_bytes, max_turn_chars = configured_limits()
     for file in _transcript_files(root):
-        cid = file.relative_to(root).as_posix()
-        try:
-            conversation = read_transcript(
-                file, input_format=input_format, max_bytes=max_bytes, max_turn_chars=max_turn_chars
-            )
-        except GuardianError as exc:
-            yield Item(cid, error=str(exc))
-            continue
-        yield Item(cid, conversation=conversation.model_copy(update={"id": cid}))
+        yield _transcript(file, cid=file.relative_to(root).as_posix(), input_format=input_format)
+
+
+def _single(file: Path, *, input_format: str) -> Iterator[Item]:
+    """One transcript given with `--out`: one row, its id the file's name."""
+    yield _transcript(file, cid=file.name, input_format=input_format)
+
+
+def _transcript(file: Path, *, cid: str, input_format: str) -> Item:
+    max_bytes, max_turn_chars = configured_limits()
+    try:
+        conversation = read_transcript(file, input_format=input_format, max_bytes=max_bytes, max_turn_chars=max_turn_chars)
+    except GuardianError as exc:
+        return Item(cid, error=str(exc))
+    return Item(cid, conversation=conversation.model_copy(update={"id": cid}))
 
 
 # --- conversation objects (JSONL lines, Parquet rows) -------------------------------------------
