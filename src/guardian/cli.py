@@ -553,7 +553,7 @@ def serve(
 @app.command()
 def bench(
     suite: Annotated[
-        str, typer.Option("--suite", "-s", help="detect | intent | monitor | audio | middleware | all")
+        str, typer.Option("--suite", "-s", help="detect | intent | monitor | scale | audio | middleware | bulk | all")
     ] = "all",
     output_format: Annotated[str, typer.Option("--format", "-f", help="json | text")] = "json",
     runs: Annotated[int, typer.Option("--runs", min=5, help="Measured runs per figure (median reported).")] = 5,
