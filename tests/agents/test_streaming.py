@@ -302,16 +302,21 @@ def test_gate_bounds_the_held_tail() -> None:
     assert released and (released + gate.pending) == "".join(words)
 
 
-def test_gate_pauses_on_a_flagged_prefix_and_the_whole_reply_decides() -> None:
+def test_gate_pauses_on_a_flagged_prefix_until_the_whole_reply_is_judged() -> None:
     gate = ReplyGate(hold=True)
     gate.add("You never listen. ")
     assert gate.settle(gate.due() or "", verdict(True)) == ""
-    gate.add("Anyway, here is the answer. ")
+    gate.add("Anyway, here is the answer. And more. ")
     assert gate.due() is None  # paused: nothing more is released before the whole is judged
-    assert gate.final() == "You never listen. Anyway, here is the answer. "
-    gate.judge(gate.text, verdict(False))
-    assert gate.verdict() is not None and not gate.verdict().flagged  # type: ignore[union-attr]
-    assert closing_piece(gate.released, gate.text) == gate.text
+    assert gate.released == "" and gate.text == "You never listen. Anyway, here is the answer. And more. "
+    assert closing_piece(gate.released, gate.text) == gate.text  # judged clean as a whole: all of it, at the end
+
+
+def test_failed_screen_stops_the_gate_when_asked() -> None:
+    gate = ReplyGate(hold=True)
+    gate.add("Fine words. ")
+    assert gate.settle(gate.due() or "", verdict(False), stop=True) == ""
+    assert gate.paused and gate.released == ""
 
 
 def test_closing_piece_puts_a_replacement_in_its_own_paragraph() -> None:
@@ -334,3 +339,38 @@ def test_raise_policy_raises_before_the_flagged_words_are_shown(lines: Lines, pr
     with pytest.raises(GuardianViolation):
         drain()
     assert leaked(got, own_words(lines.belittling.text)) == []
+
+
+def test_guard_stream_applies_on_error_and_raise(lines: Lines, prefix_aware: ScriptedDetector) -> None:
+    from guardian.agents.middleware import GuardianViolation
+
+    broken = guard(PROMPT | fake(lines.benign_reply.text) | StrOutputParser(), detectors=[BrokenDetector()],
+                   policy="block", on_error="block", directions=["output"])
+    chunks = list(broken.stream({"question": lines.benign.text}))
+    assert "".join(chunks) == DEFAULT_ERROR_REPLY
+    assert leaked(chunks, own_words(lines.benign_reply.text) - own_words(DEFAULT_ERROR_REPLY)) == []
+    raising = guard(PROMPT | fake(lines.belittling.text) | StrOutputParser(), detectors=[prefix_aware], policy="raise")
+    got: list[str] = []
+
+    def drain() -> None:
+        got.extend(raising.stream({"question": lines.benign.text}))
+
+    with pytest.raises(GuardianViolation):
+        drain()
+    assert leaked(got, own_words(lines.belittling.text)) == []
+
+
+def test_stream_screens_are_spans_of_their_own_surface(lines: Lines, scripted: ScriptedDetector) -> None:
+    """Each prefix screened while the reply streams is a `stream` span; the whole reply is the
+    middleware's one output screen, as with `invoke`."""
+    from tests.agents.test_middleware_telemetry import Captured
+
+    captured = Captured()
+    agent = create_agent(
+        fake(lines.benign_reply.text),
+        middleware=[GuardianMiddleware(detectors=[scripted], policy="block", apply_to_input=False, telemetry=captured.telemetry)],
+    )
+    assert "".join(stream_messages(agent, lines.benign.text, "spans")) == lines.benign_reply.text
+    surfaces = [(s.attributes or {}).get("guardian.surface") for s in captured.spans.get_finished_spans() if s.name == "guardian.screen"]
+    assert surfaces.count("middleware") == 1
+    assert surfaces.count("stream") >= 1  # "Thank you. " was screened before it was shown

@@ -17,7 +17,7 @@ share it, and it can be tested with strings and verdicts alone.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from guardian.agents._engine import Verdict
 
@@ -38,7 +38,6 @@ class ReplyGate:
     released: str = ""
     pending: str = ""
     paused: bool = False
-    last_screened: tuple[str, Verdict] | None = field(default=None)
 
     @property
     def text(self) -> str:
@@ -70,7 +69,6 @@ class ReplyGate:
         judged, so a reply is blocked or let through on the same verdict as without
         streaming, and no flagged word is shown before that verdict.
         """
-        self.last_screened = (screened, verdict)
         if verdict.flagged if stop is None else stop:
             self.paused = True
             return ""
@@ -78,23 +76,6 @@ class ReplyGate:
         self.released = screened
         self.pending = self.pending[len(piece) :]
         return piece
-
-    def final(self) -> str | None:
-        """At the end of the reply: the whole reply to screen, unless the last screen already saw it."""
-        if self.verdict() is not None:
-            return None
-        return self.text
-
-    def judge(self, whole: str, verdict: Verdict) -> None:
-        """Record the verdict on the whole reply (a `final()` text) without releasing anything:
-        what the client gets last is the policy's to decide (the rest, a notice, a replacement)."""
-        self.last_screened = (whole, verdict)
-
-    def verdict(self) -> Verdict | None:
-        """The verdict on the whole reply, once a screen has seen all of it."""
-        if self.last_screened is not None and self.last_screened[0].strip() == self.text.strip():
-            return self.last_screened[1]
-        return None
 
 
 def closing_piece(shown: str, final: str) -> str:

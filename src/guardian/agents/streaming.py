@@ -58,6 +58,10 @@ GuardedRunnable = Any
 
 log = logging.getLogger("guardian.agents")
 
+STREAM_SURFACE = "stream"
+"""Telemetry surface of the screens of a reply's prefixes while it streams; the whole
+reply's screen is counted under the caller's own surface ("middleware", "guard")."""
+
 ScreenText = Callable[[str], Verdict]
 AScreenText = Callable[[str], Awaitable[Verdict]]
 
@@ -106,9 +110,6 @@ class _Session:
         """A flag stops the reply; so does a failed screen when the operator fails closed."""
         return verdict.flagged or (self.fail_closed and failed_screen(verdict.assessment, flagged=verdict.flagged))
 
-    def verdict(self) -> Verdict | None:
-        gate = self.gates.get(self.last) if self.last is not None else None
-        return gate.verdict() if gate is not None else None
 
 
 def _text_chunk(chunk: ChatGenerationChunk, piece: str) -> ChatGenerationChunk:
@@ -231,19 +232,6 @@ class _Relay(_RelayBase):
         self._send("on_llm_new_token", chunk.message.text, chunk=chunk, **kwargs)
         self._send("on_llm_end", end, **kwargs)
 
-    def final_screen(self) -> None:
-        """Screen the whole reply (the tail that never reached a sentence end)."""
-        if self.session.last is None:
-            return
-        gate = self.session.gate(self.session.last)
-        whole = gate.final()
-        if whole is not None and whole.strip():
-            try:
-                verdict = self.screen(whole)
-            except Exception as exc:
-                verdict = self.session.failed(exc)
-            gate.judge(whole, verdict)
-
 
 class _ARelay(_RelayBase):
     """Async relay: awaits the async screener and async handlers (the astream_events one)."""
@@ -295,18 +283,6 @@ class _ARelay(_RelayBase):
         chunk, end, kwargs = closing
         await self._send("on_llm_new_token", chunk.message.text, chunk=chunk, **kwargs)
         await self._send("on_llm_end", end, **kwargs)
-
-    async def final_screen(self) -> None:
-        if self.session.last is None:
-            return
-        gate = self.session.gate(self.session.last)
-        whole = gate.final()
-        if whole is not None and whole.strip():
-            try:
-                verdict = await self.screen(whole)
-            except Exception as exc:
-                verdict = self.session.failed(exc)
-            gate.judge(whole, verdict)
 
 
 def _add_forwarders() -> None:
@@ -443,7 +419,10 @@ def wrap_model_call(
         if prior is None:
             prior = _prior(middleware, request, thread_id)
         reply = MessageTurn(key, middleware.screener.speakers.assistant, text.strip())
-        return middleware.screener.screen("output", thread_id, [*prior, reply])
+        with middleware.telemetry.screen(surface=STREAM_SURFACE, direction="output", speaker=reply.speaker, text=reply.text) as span:
+            verdict = middleware.screener.screen("output", thread_id, [*prior, reply])
+            span.assessed(verdict.assessment, flagged=verdict.flagged)
+        return verdict
 
     def _relay(inner: list[BaseCallbackHandler]) -> _RelayBase:
         return _Relay(inner, session, screen)
@@ -460,12 +439,10 @@ def wrap_model_call(
     out: ModelResponse | ExtendedModelResponse = response
     final: AIMessage | None = None  # None (no text, or the policy raised): only what was released
     try:
-        if relay is not None:
-            relay.final_screen()
         found = _reply_job(middleware, request, response)
         if found is not None:
             job, at = found
-            verdict = session.verdict() or middleware._screen(job)[0]
+            verdict = middleware._screen(job)[0]  # the whole reply, as without streaming (one span)
             rewrite = middleware._rewrite(job, verdict) if middleware._wants_rewrite(verdict) else None
             out, final = _settled(response, at, middleware._act(job, verdict, [], rewrite))
     finally:
@@ -495,7 +472,10 @@ async def awrap_model_call(
         if prior is None:
             prior = _prior(middleware, request, thread_id)
         reply = MessageTurn(key, middleware.screener.speakers.assistant, text.strip())
-        return await middleware.screener.ascreen("output", thread_id, [*prior, reply])
+        with middleware.telemetry.screen(surface=STREAM_SURFACE, direction="output", speaker=reply.speaker, text=reply.text) as span:
+            verdict = await middleware.screener.ascreen("output", thread_id, [*prior, reply])
+            span.assessed(verdict.assessment, flagged=verdict.flagged)
+        return verdict
 
     def _arelay(inner: list[BaseCallbackHandler]) -> _RelayBase:
         return _ARelay(inner, session, screen)
@@ -512,12 +492,10 @@ async def awrap_model_call(
     out: ModelResponse | ExtendedModelResponse = response
     final: AIMessage | None = None  # None (no text, or the policy raised): only what was released
     try:
-        if relay is not None:
-            await relay.final_screen()
         found = _reply_job(middleware, request, response)
         if found is not None:
             job, at = found
-            verdict = session.verdict() or (await middleware._ascreen(job))[0]
+            verdict = (await middleware._ascreen(job))[0]
             rewrite = await middleware._arewrite(job, verdict) if middleware._wants_rewrite(verdict) else None
             out, final = _settled(response, at, await middleware._aact(job, verdict, [], rewrite))
     finally:
@@ -555,19 +533,10 @@ def _delta(chunk: Any) -> str | None:
     return None
 
 
-def _final_text(guarded: GuardedRunnable, gate: ReplyGate, verdict: Verdict, action: str) -> str:
-    if action == "blocked":
-        return guarded.safe_reply
-    text = gate.text
-    if action == "warned" and verdict.notice:
-        return f"{text.rstrip()}\n\n{verdict.notice}"
-    return text
-
-
 def _closing_chunk(template: Any, gate: ReplyGate, final: str, data: dict[str, Any]) -> Any:
     piece = closing_piece(gate.released, final)
     gate.released += piece
-    if isinstance(template, str) or template is None:
+    if isinstance(template, str):
         return piece or None
     chunk = template.model_copy(update={"content": piece})
     if isinstance(chunk, AIMessageChunk):
@@ -578,12 +547,49 @@ def _closing_chunk(template: Any, gate: ReplyGate, final: str, data: dict[str, A
     return annotated.model_copy(update={"response_metadata": on_the_wire(annotated.response_metadata)})
 
 
+class _GuardStream:
+    """One `guard(...)` stream: the gate, the turns it is judged in, and how it ends."""
+
+    def __init__(self, guarded: GuardedRunnable, thread_id: str | None, context: list[MessageTurn]) -> None:
+        self.guarded = guarded
+        self.thread_id = thread_id
+        self.context = context
+        self.gate = ReplyGate(hold=guarded.policy in ("block", "raise"))
+        self.reply = guarded._reply_turns(context, "")[-1]
+        self.template: Any = None
+        self.fail_closed = guarded.on_error != "pass"
+
+    def turns(self, text: str) -> list[MessageTurn]:
+        return [*self.context, MessageTurn(self.reply.key, self.reply.speaker, text.strip())]
+
+    def stops(self, verdict: Verdict) -> bool:
+        return verdict.flagged or (self.fail_closed and failed_screen(verdict.assessment, flagged=verdict.flagged))
+
+    def span(self, text: str) -> Any:
+        return self.guarded.telemetry.screen(surface=STREAM_SURFACE, direction="output", speaker=self.reply.speaker, text=text)
+
+    def take(self, chunk: Any, delta: str) -> str:
+        """Add a delta; returns what is released before any screen (without hold-back)."""
+        self.template = chunk if self.template is None else self.template
+        return self.gate.add(delta)
+
+    def end(self, verdict: Verdict) -> tuple[str, Any]:
+        """The whole reply's verdict applied as `invoke` applies it (raise, block, warn): the final text and last chunk."""
+        guarded = self.guarded
+        screened = guarded._record("output", self.thread_id, self.turns(self.gate.text), verdict)
+        final = guarded._finish(self.gate.text, screened)
+        data = payload(verdict.assessment, direction="output", flagged=verdict.flagged, action=screened.action, notice=verdict.notice)
+        last = _closing_chunk(self.template, self.gate, final, data)
+        guarded._remember(self.thread_id, self.context, final)
+        return final, last
+
+
 def stream_guarded(guarded: GuardedRunnable, input: Any, config: RunnableConfig | None = None, **kwargs: Any) -> Iterator[Any]:
     """`GuardedRunnable.stream`: the user turn screened first, the reply held back and screened as it grows."""
     config, thread_id = guarded._thread(config)
     has_input, context = guarded._context(thread_id, input)
     if has_input and "input" in guarded.directions:
-        screened_in = guarded._record("input", thread_id, context, guarded.screener.screen("input", thread_id, context))
+        screened_in = guarded._record("input", thread_id, context, guarded._screen("input", thread_id, context))
         if screened_in.action == "blocked":
             refusal = guarded._refusal(screened_in)
             guarded._remember(thread_id, context, refusal)
@@ -592,39 +598,24 @@ def stream_guarded(guarded: GuardedRunnable, input: Any, config: RunnableConfig 
     if "output" not in guarded.directions:
         yield from guarded.runnable.stream(input, config, **kwargs)
         return
-    gate = ReplyGate(hold=guarded.policy == "block")
-    reply_turns = guarded._reply_turns(context, "")
-    template: Any = None
-
-    def screen(text: str) -> Verdict:
-        return guarded.screener.screen("output", thread_id, [*reply_turns[:-1], MessageTurn(reply_turns[-1].key, reply_turns[-1].speaker, text.strip())])
-
+    run = _GuardStream(guarded, thread_id, context)
     for chunk in guarded.runnable.stream(input, config, **kwargs):
         delta = _delta(chunk)
         if delta is None:
             yield chunk  # not text (a dict, a document): as `invoke`, only text replies are screened
             continue
-        template = chunk if template is None else template
-        piece = gate.add(delta)
-        due = gate.due()
+        piece = run.take(chunk, delta)
+        due = run.gate.due()
         if due is not None:
-            piece += gate.settle(due, screen(due))
+            with run.span(due) as span:
+                verdict = guarded.screener.screen("output", thread_id, run.turns(due))
+                span.assessed(verdict.assessment, flagged=verdict.flagged)
+            piece += run.gate.settle(due, verdict, stop=run.stops(verdict))
         if piece:
             yield _piece_like(chunk, piece)
-    if template is None:
+    if run.template is None or not run.gate.text.strip():
         return
-    whole = gate.final()
-    if whole is not None and whole.strip():
-        gate.judge(whole, screen(whole))
-    verdict = gate.verdict()
-    if verdict is None:
-        return
-    turns = [*reply_turns[:-1], MessageTurn(reply_turns[-1].key, reply_turns[-1].speaker, gate.text.strip())]
-    screened = guarded._record("output", thread_id, turns, verdict)
-    final = _final_text(guarded, gate, verdict, screened.action)
-    data = payload(verdict.assessment, direction="output", flagged=verdict.flagged, action=screened.action, notice=verdict.notice)
-    last = _closing_chunk(template, gate, final, data)
-    guarded._remember(thread_id, context, final)
+    _, last = run.end(guarded._screen("output", thread_id, run.turns(run.gate.text)))
     if last is not None:
         yield last
 
@@ -634,8 +625,7 @@ async def astream_guarded(guarded: GuardedRunnable, input: Any, config: Runnable
     config, thread_id = guarded._thread(config)
     has_input, context = guarded._context(thread_id, input)
     if has_input and "input" in guarded.directions:
-        verdict_in = await guarded.screener.ascreen("input", thread_id, context)
-        screened_in = guarded._record("input", thread_id, context, verdict_in)
+        screened_in = guarded._record("input", thread_id, context, await guarded._ascreen("input", thread_id, context))
         if screened_in.action == "blocked":
             refusal = guarded._refusal(screened_in)
             guarded._remember(thread_id, context, refusal)
@@ -645,40 +635,24 @@ async def astream_guarded(guarded: GuardedRunnable, input: Any, config: Runnable
         async for chunk in guarded.runnable.astream(input, config, **kwargs):
             yield chunk
         return
-    gate = ReplyGate(hold=guarded.policy == "block")
-    reply_turns = guarded._reply_turns(context, "")
-    template: Any = None
-
-    async def screen(text: str) -> Verdict:
-        turn = MessageTurn(reply_turns[-1].key, reply_turns[-1].speaker, text.strip())
-        return await guarded.screener.ascreen("output", thread_id, [*reply_turns[:-1], turn])
-
+    run = _GuardStream(guarded, thread_id, context)
     async for chunk in guarded.runnable.astream(input, config, **kwargs):
         delta = _delta(chunk)
         if delta is None:
             yield chunk
             continue
-        template = chunk if template is None else template
-        piece = gate.add(delta)
-        due = gate.due()
+        piece = run.take(chunk, delta)
+        due = run.gate.due()
         if due is not None:
-            piece += gate.settle(due, await screen(due))
+            with run.span(due) as span:
+                verdict = await guarded.screener.ascreen("output", thread_id, run.turns(due))
+                span.assessed(verdict.assessment, flagged=verdict.flagged)
+            piece += run.gate.settle(due, verdict, stop=run.stops(verdict))
         if piece:
             yield _piece_like(chunk, piece)
-    if template is None:
+    if run.template is None or not run.gate.text.strip():
         return
-    whole = gate.final()
-    if whole is not None and whole.strip():
-        gate.judge(whole, await screen(whole))
-    verdict = gate.verdict()
-    if verdict is None:
-        return
-    turns = [*reply_turns[:-1], MessageTurn(reply_turns[-1].key, reply_turns[-1].speaker, gate.text.strip())]
-    screened = guarded._record("output", thread_id, turns, verdict)
-    final = _final_text(guarded, gate, verdict, screened.action)
-    data = payload(verdict.assessment, direction="output", flagged=verdict.flagged, action=screened.action, notice=verdict.notice)
-    last = _closing_chunk(template, gate, final, data)
-    guarded._remember(thread_id, context, final)
+    _, last = run.end(await guarded._ascreen("output", thread_id, run.turns(run.gate.text)))
     if last is not None:
         yield last
 
