@@ -38,6 +38,7 @@ class Server:
     env: dict[str, str]
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
+    workers: int = 1
     log: Path = field(init=False)
 
     def __post_init__(self) -> None:
@@ -55,7 +56,7 @@ class Server:
         self.port = free_port()
         with self.log.open("ab") as out:
             self.proc = subprocess.Popen(
-                [sys.executable, "-m", "guardian.cli", "serve", "--port", str(self.port)],
+                [sys.executable, "-m", "guardian.cli", "serve", "--port", str(self.port), "--workers", str(self.workers)],
                 env=self.env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -121,11 +122,11 @@ def make_server(tmp_path: Path, _session_cache: Path) -> Iterator[object]:
     """Start key-phrase servers with given `[serve]` settings; all are killed after the test."""
     started: list[Server] = []
 
-    def make(home: Path | None = None, **serve: object) -> Server:
+    def make(home: Path | None = None, *, workers: int = 1, **serve: object) -> Server:
         home = home or tmp_path / f"srv{len(started)}"
         home.mkdir(parents=True, exist_ok=True)
         serve.setdefault("detectors", ["keyphrases"])
-        srv = Server(home, server_env(home, _session_cache, **serve))
+        srv = Server(home, server_env(home, _session_cache, **serve), workers=workers)
         started.append(srv)
         return srv.start()
 

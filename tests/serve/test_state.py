@@ -105,3 +105,27 @@ async def test_two_instances_sharing_redis_keep_one_conversation_whole(make_serv
     assert sorted(texts) == sorted(f"n{i}" for i in range(30)) and len(texts) == 30
     for i, r in enumerate(answers):
         assert texts[r.json()["turn"]] == f"n{i}"
+
+
+@pytest.mark.slow
+async def test_two_workers_sharing_the_sqlite_file_keep_one_conversation_whole(make_server) -> None:
+    srv = make_server(workers=2)
+    cid = "workers-" + uuid.uuid4().hex[:8]
+    limits = httpx.Limits(max_connections=30)  # many connections: uvicorn's workers each take some
+    async with httpx.AsyncClient(base_url=srv.url, headers=AUTH, timeout=60, limits=limits) as http:
+        async def post(i: int) -> httpx.Response:
+            while True:  # a worker still loading its detectors answers 503 + Retry-After
+                answer = await http.post(f"/v1/conversations/{cid}/turns", json={"speaker": "S", "text": f"w{i}"},
+                                         headers={"Idempotency-Key": f"w{i}"})
+                if answer.status_code != 503:
+                    return answer
+                await asyncio.sleep(0.2)
+
+        answers = await asyncio.gather(*(post(i) for i in range(30)))
+        stored = (await http.get(f"/v1/conversations/{cid}")).json()
+    assert all(r.status_code == 200 for r in answers), [r.text for r in answers if r.status_code != 200]
+    assert sorted(r.json()["turn"] for r in answers) == list(range(30))
+    texts = [t["text"] for t in stored["turns"]]
+    for i, r in enumerate(answers):
+        assert texts[r.json()["turn"]] == f"w{i}"
+    assert "Started parent process" in srv.log.read_text()  # two worker processes really ran

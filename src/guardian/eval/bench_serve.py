@@ -210,8 +210,10 @@ async def _calls(ws_url: str, clips: list[Path], n: int) -> Figures:
     }
 
 
-def bench_calls(url: str, *, counts: tuple[int, ...] = (1, 4, 8)) -> Figures:
-    """Concurrent real-time calls; a count is sustained when p95 stays within 3 s of each utterance's end."""
+def bench_calls(url: str, *, counts: tuple[int, ...] = (1, 2, 4, 6, 8)) -> Figures:
+    """Concurrent real-time calls. A count is sustained in real time when the calls keep up: end of
+    utterance -> assessment p50 within 1.5 s (the issue's target) and the last answer within 3 s
+    of the audio's end (no backlog growing through the call)."""
     clips = _clips()
     if not clips:
         return {"skipped": "the bundled speech clips (tests/data/speech) are not in this checkout"}
@@ -222,7 +224,7 @@ def bench_calls(url: str, *, counts: tuple[int, ...] = (1, 4, 8)) -> Figures:
     for n in counts:
         figures = asyncio.run(_calls(ws_url, clips, n))
         out["runs"].append(figures)
-        if figures["end_of_utterance_to_assessment_p95_s"] <= 3.0:
+        if figures["end_of_utterance_to_assessment_p50_s"] <= 1.5 and figures["last_answer_after_audio_end_max_s"] <= 3.0:
             sustained = n
         else:
             break
@@ -244,6 +246,8 @@ def bench_serve(runs: int, *, conversations: int = 100, turns: int = 20) -> Figu
             figures["detectors"] = http.get("/readyz").json()["detectors"]
             counter = iter(range(1_000_000))
 
+            detector_ms: list[float] = []
+
             def one_conversation() -> list[float]:
                 cid = f"one-{next(counter)}"
                 out = []
@@ -253,9 +257,12 @@ def bench_serve(runs: int, *, conversations: int = 100, turns: int = 20) -> Figu
                     answer = http.post(f"/v1/conversations/{cid}/turns", json={"speaker": speaker, "text": text})
                     out.append((time.perf_counter() - began) * 1000)
                     answer.raise_for_status()
+                    detector_ms.append(float(answer.json()["assessment"]["latency_ms"]))
                 return out
 
             figures["one_turn"] = latency_runs(one_conversation, runs=runs)
+            # the monitor's own time per turn (detectors, language check, merge): the rest is HTTP + store
+            figures["one_turn"]["monitor_p50_ms"] = round(percentile(detector_ms[40:], 0.5), 3)
         asyncio.run(_concurrent(server.url, texts, conversations=10, turns=5, tag="warm"))
         figures["concurrent"] = asyncio.run(
             _concurrent(server.url, texts, conversations=conversations, turns=turns, tag="load")
