@@ -374,3 +374,16 @@ def test_stream_screens_are_spans_of_their_own_surface(lines: Lines, scripted: S
     surfaces = [(s.attributes or {}).get("guardian.surface") for s in captured.spans.get_finished_spans() if s.name == "guardian.screen"]
     assert surfaces.count("middleware") == 1
     assert surfaces.count("stream") >= 1  # "Thank you. " was screened before it was shown
+
+
+def test_a_rewrite_reaches_the_stream_once_and_only_after_its_screen(lines: Lines, prefix_aware: ScriptedDetector) -> None:
+    """The rewrite model does not stream to the client itself: its text is screened, then sent by the relay."""
+    rewrite = "I hear that you are upset. I was trying to understand where we stand."
+    agent = create_agent(
+        fake(lines.belittling.text),
+        middleware=[GuardianMiddleware(detectors=[prefix_aware], policy="block", rewrite_with=fake(rewrite))],
+    )
+    raw: list[str] = []
+    chunks = stream_messages(agent, lines.benign.text, "rw", raw=raw)
+    assert "".join(chunks) == rewrite
+    assert leaked(raw, own_words(lines.belittling.text)) == []

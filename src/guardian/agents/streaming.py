@@ -6,21 +6,25 @@ uses)? In langgraph 1.2 those transformers run only for `stream_events(version="
 pass through them (a PII-redacting agent streams the raw e-mail address there). So the
 middleware screens where every stream mode starts: the model call.
 
-`wrap_model_call` (policies `block` and `warn`, output direction):
+`wrap_model_call` (policies `block`, `warn` and `raise`, output direction on):
 
 - While the model runs, the client-facing streaming callback handlers (the one behind
   `stream_mode="messages"`, the one behind `astream_events`) are put behind a relay.
   The relay passes each token through the hold-back gate (`_holdback.ReplyGate`):
-  under `block` text is released a sentence at a time (or a bounded tail), each piece
-  only after the reply so far has been screened in the context of the turns before it;
-  under `warn` tokens pass at once. The model's own final message is held too.
-- When the model is done, the whole reply gets the middleware's usual verdict and
-  policy (`_act`: annotation, record, `on_finding`, rewrite, `on_error`, spans), and the relay sends the
-  rest of what the policy decided: the remaining clean tail, the warn notice, or, for a
-  flagged reply, `safe_reply` (or the rewrite) in place of words that were never shown.
+  under `block`/`raise` text is released a sentence at a time (or the complete words
+  of a tail past `DEFAULT_MAX_HOLD_CHARS`), each piece only after the reply so far has
+  been screened in the context of the turns before it; a prefix that flags (or fails to
+  be screened, under `on_error` other than "pass") stops the release. Under `warn`
+  tokens pass at once. The model's own final message is held too.
+- When the model is done, the whole reply gets the middleware's usual screen and policy
+  (`_screen`, `_act`: annotation, record, `on_finding`, rewrite, `on_error`, `raise`,
+  spans): the verdict `invoke` would get. The relay then sends the rest of what the
+  policy decided: the held clean text, the warn notice, or, for a flagged reply,
+  `safe_reply` (or the rewrite) in place of words that were never shown.
 - The model node returns the screened message, so `stream_mode="updates"`/`"values"`,
-  checkpoints and `after_model` see only what the client saw. `after_model` skips a
-  reply already screened here.
+  checkpoints and `after_model` see what the client saw. `after_model` skips a reply
+  already screened here. Streamed chunks carry the verdict, never the quotes
+  (`on_the_wire`).
 
 `guard(...).stream/astream` use the same gate around the wrapped runnable's stream.
 """
@@ -31,6 +35,7 @@ import inspect
 import logging
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any
 from uuid import UUID
@@ -109,7 +114,6 @@ class _Session:
     def stops(self, verdict: Verdict) -> bool:
         """A flag stops the reply; so does a failed screen when the operator fails closed."""
         return verdict.flagged or (self.fail_closed and failed_screen(verdict.assessment, flagged=verdict.flagged))
-
 
 
 def _text_chunk(chunk: ChatGenerationChunk, piece: str) -> ChatGenerationChunk:
@@ -322,27 +326,42 @@ def _client_streams(handlers: list[BaseCallbackHandler], *, is_async: bool) -> l
 
 
 def _relayed(
-    config: RunnableConfig, relay_of: Callable[[list[BaseCallbackHandler]], _RelayBase], *, is_async: bool
-) -> tuple[RunnableConfig, _RelayBase] | None:
-    """`config` with its client-facing streaming handlers behind one relay, or None when it streams to no client."""
+    config: RunnableConfig, relay_of: Callable[[list[BaseCallbackHandler]], _RelayBase] | None, *, is_async: bool
+) -> tuple[RunnableConfig, _RelayBase | None] | None:
+    """`config` with its client-facing streaming handlers behind one relay (`relay_of`) or,
+    without `relay_of`, taken out; None when it streams to no client."""
     callbacks = config.get("callbacks")
     if isinstance(callbacks, BaseCallbackManager):
         inner = _client_streams(list(dict.fromkeys([*callbacks.handlers, *callbacks.inheritable_handlers])), is_async=is_async)
         if not inner:
             return None
-        relay = relay_of(inner)
+        relay = relay_of(inner) if relay_of is not None else None
+        added: list[BaseCallbackHandler] = [relay] if relay is not None else []
         manager = callbacks.copy()
-        manager.handlers = [h for h in manager.handlers if h not in inner] + [relay]
+        manager.handlers = [h for h in manager.handlers if h not in inner] + added
         if any(h in inner for h in callbacks.inheritable_handlers):
-            manager.inheritable_handlers = [h for h in manager.inheritable_handlers if h not in inner] + [relay]
+            manager.inheritable_handlers = [h for h in manager.inheritable_handlers if h not in inner] + added
         return {**config, "callbacks": manager}, relay
     if isinstance(callbacks, list):
         inner = _client_streams([h for h in callbacks if isinstance(h, BaseCallbackHandler)], is_async=is_async)
         if not inner:
             return None
-        relay = relay_of(inner)
-        return {**config, "callbacks": [h for h in callbacks if h not in inner] + [relay]}, relay
+        relay = relay_of(inner) if relay_of is not None else None
+        return {**config, "callbacks": [h for h in callbacks if h not in inner] + ([relay] if relay is not None else [])}, relay
     return None
+
+
+@contextmanager
+def _unstreamed(*, is_async: bool) -> Iterator[None]:
+    """Model calls made inside (the rewrite) do not stream to the client: what they say is
+    screened first and reaches the client through the relay, if at all."""
+    quiet = _relayed(var_child_runnable_config.get() or {}, None, is_async=is_async)
+    token = var_child_runnable_config.set(quiet[0]) if quiet is not None else None
+    try:
+        yield
+    finally:
+        if token is not None:
+            _reset(var_child_runnable_config, token)
 
 
 # --- the middleware hook -----------------------------------------------------------------------
@@ -443,7 +462,8 @@ def wrap_model_call(
         if found is not None:
             job, at = found
             verdict = middleware._screen(job)[0]  # the whole reply, as without streaming (one span)
-            rewrite = middleware._rewrite(job, verdict) if middleware._wants_rewrite(verdict) else None
+            with _unstreamed(is_async=False):
+                rewrite = middleware._rewrite(job, verdict) if middleware._wants_rewrite(verdict) else None
             out, final = _settled(response, at, middleware._act(job, verdict, [], rewrite))
     finally:
         if relay is not None and session.last is not None:
@@ -496,7 +516,8 @@ async def awrap_model_call(
         if found is not None:
             job, at = found
             verdict = (await middleware._ascreen(job))[0]
-            rewrite = await middleware._arewrite(job, verdict) if middleware._wants_rewrite(verdict) else None
+            with _unstreamed(is_async=True):
+                rewrite = await middleware._arewrite(job, verdict) if middleware._wants_rewrite(verdict) else None
             out, final = _settled(response, at, await middleware._aact(job, verdict, [], rewrite))
     finally:
         if relay is not None and session.last is not None:
