@@ -540,7 +540,8 @@ def serve(
 
     if new_token:
         token = make_token()
-        typer.echo(f"token:  {token}\nconfig: [serve] tokens = [\"{hash_token(token)}\"]")
+        typer.echo(f"token (give it to the client; it is not stored): {token}\n"
+                   f"config.toml (only its hash is kept):\n[serve]\ntokens = [\"{hash_token(token)}\"]")
         return
     from guardian.serve.server import run_server
 

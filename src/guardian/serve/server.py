@@ -12,7 +12,7 @@ import ipaddress
 import logging
 
 from guardian.config import settings
-from guardian.errors import InputError
+from guardian.errors import GuardianError, InputError
 
 
 def is_loopback(host: str) -> bool:
@@ -39,7 +39,15 @@ def run_server(*, host: str | None, port: int | None, workers: int) -> None:
             f"no tokens are configured, so guardian serve listens on loopback only (not {host}); "
             "add [serve] tokens (guardian serve --new-token) to serve other machines"
         )
-    open_store(config.state_url).close()  # a bad path or an unreachable Redis: say so now
+    store = open_store(config.state_url)  # a bad path or an unreachable Redis: say so now
+    try:
+        store.ping()
+    except Exception as exc:
+        raise GuardianError(
+            f"the conversation store {config.state_url or 'in the data dir'} does not answer ({exc})"
+        ) from None
+    finally:
+        store.close()
     level = settings().log_level
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("guardian.serve").setLevel(min(logging.INFO, logging.getLevelName(level.upper())))
