@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import multiprocessing
 import resource
+import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -40,11 +41,23 @@ class EngineStats:
 
     workers: int = 1
     peak_worker_rss_mb: float = 0.0
+    #: Conversations screened and seconds the workers spent screening them (not starting, not waiting).
+    screened: int = 0
+    busy_s: float = 0.0
     restarts: int = 0
     notes: list[str] = field(default_factory=list)
 
     def saw_rss(self, mb: float) -> None:
         self.peak_worker_rss_mb = max(self.peak_worker_rss_mb, mb)
+
+    def saw_work(self, n: int, seconds: float) -> None:
+        self.screened += n
+        self.busy_s += seconds
+
+    @property
+    def per_worker_per_s(self) -> float:
+        """One worker's screening rate while busy: what an archive of any size gets per worker."""
+        return self.screened / self.busy_s if self.busy_s > 0 else 0.0
 
 
 _screener: Screener | None = None
@@ -58,9 +71,12 @@ def _init_worker(options: ScreenOptions) -> None:
     _screener = Screener(options)
 
 
-def _work(items: list[Item]) -> tuple[list[Screened], float]:
+def _work(items: list[Item]) -> tuple[list[Screened], float, float]:
+    """(rows, this worker's peak RSS in MB, seconds spent screening)."""
     assert _screener is not None, "worker used before its initializer ran"
-    return _screener.screen_batch(items), peak_rss_mb()
+    began = time.perf_counter()
+    screened = _screener.screen_batch(items)
+    return screened, peak_rss_mb(), time.perf_counter() - began
 
 
 def screen_local(
@@ -72,8 +88,11 @@ def screen_local(
     if jobs <= 1:
         screener = Screener(options)
         for item in items:
-            yield screener.screen(item)
+            began = time.perf_counter()
+            screened = screener.screen(item)
+            stats.saw_work(1, time.perf_counter() - began)
             stats.saw_rss(peak_rss_mb())
+            yield screened
         return
     yield from _pooled(iter(items), options=options, jobs=jobs, stats=stats)
 
@@ -81,7 +100,7 @@ def screen_local(
 @dataclass(slots=True)
 class _Task:
     items: list[Item]
-    future: Future[tuple[list[Screened], float]] | None = None
+    future: Future[tuple[list[Screened], float, float]] | None = None
     strikes: int = 0
 
 
@@ -117,7 +136,7 @@ def _pooled(items: Iterator[Item], *, options: ScreenOptions, jobs: int, stats: 
                 )
                 continue
             try:
-                screened, rss = head.future.result()
+                screened, rss, busy = head.future.result()
             except BrokenProcessPool:
                 pool.shutdown(wait=False, cancel_futures=True)
                 stats.restarts += 1
@@ -128,6 +147,7 @@ def _pooled(items: Iterator[Item], *, options: ScreenOptions, jobs: int, stats: 
                 continue
             pending.popleft()
             stats.saw_rss(rss)
+            stats.saw_work(len(screened), busy)
             yield from screened
     finally:
         pool.shutdown(wait=True, cancel_futures=True)

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import time
 from collections.abc import Iterable, Iterator
 from dataclasses import asdict
 from itertools import islice
@@ -28,6 +30,8 @@ from guardian.errors import GuardianError, ModelUnavailable
 
 #: Conversations per `map_batches` call on an actor.
 BATCH = 8
+#: Conversations per Ray block: a task's output reaches the driver (and the results table) a block at a time.
+BLOCK = 4 * BATCH
 #: Conversations per dataset (the driver holds one chunk's items at a time), at least this many per worker.
 CHUNK_PER_WORKER = 2_000
 NEEDS_RAY = "the Ray engine needs Ray, which is not installed: pip install 'guardian[ray]'"
@@ -79,10 +83,13 @@ class RayScreener:
 
         keys = list(batch)
         rows = [dict(zip(keys, values, strict=True)) for values in zip(*(batch[k] for k in keys), strict=True)]
+        began = time.perf_counter()
         screened = self.screener.screen_batch([decode(r) for r in rows])
+        busy = (time.perf_counter() - began) / max(len(screened), 1)
         return {
             "screened": np.array([s.model_dump_json() for s in screened], dtype=object),
             "rss_mb": np.full(len(screened), peak_rss_mb()),
+            "busy_s": np.full(len(screened), busy),
         }
 
 
@@ -113,15 +120,17 @@ def screen_ray(
             part = [encode(i) for i in islice(pending, chunk)]
             if not part:
                 return
-            dataset = ray.data.from_items(part).map_batches(
+            blocks = max(1, math.ceil(len(part) / BLOCK))
+            dataset = ray.data.from_items(part, override_num_blocks=blocks).map_batches(
                 actor,
                 batch_size=BATCH,
                 compute=ray.data.ActorPoolStrategy(size=workers),
                 num_cpus=1,
             )
             for batch in dataset.iter_batches(batch_size=BATCH, batch_format="numpy"):
-                for text, rss in zip(batch["screened"], batch["rss_mb"], strict=True):
+                for text, rss, busy in zip(batch["screened"], batch["rss_mb"], batch["busy_s"], strict=True):
                     stats.saw_rss(float(rss))
+                    stats.saw_work(1, float(busy))
                     yield Screened.model_validate_json(text)
     finally:
         if started:
