@@ -141,13 +141,16 @@ def bench_streaming(
             held_chars, held_ms = _held(clock.tokens, got)
             chars.extend(held_chars)
             waits.extend(held_ms)
+        def pct(values: list[float] | list[int], q: float) -> float | None:
+            return percentile([float(v) for v in values], q) if values else None  # none: every reply was replaced
+
         return {
-            "ttft": percentile(ttft, 0.5),
-            "per_chunk": percentile(per_chunk, 0.5),
-            "chars_p50": percentile(chars, 0.5),
+            "ttft": pct(ttft, 0.5),
+            "per_chunk": pct(per_chunk, 0.5),
+            "chars_p50": pct(chars, 0.5),
             "chars_max": max(chars) if chars else 0,
-            "ms_p50": percentile(waits, 0.5),
-            "ms_p95": percentile(waits, 0.95),
+            "ms_p50": pct(waits, 0.5),
+            "ms_p95": pct(waits, 0.95),
             "replaced": replaced,
             "calls": len(calls),
         }
@@ -155,8 +158,9 @@ def bench_streaming(
     one_run(groups[0])  # warm-up
     results = [one_run(calls) for calls in groups[1:]]
 
-    def med(key: str) -> float:
-        return round(statistics.median(r[key] for r in results), 3)
+    def med(key: str) -> float | None:
+        values = [r[key] for r in results if r[key] is not None]
+        return round(statistics.median(values), 3) if values else None
 
     return {
         "policy": "block",
