@@ -135,3 +135,18 @@ def test_sigterm_drains_the_turns_in_flight(make_server, tmp_path) -> None:
     log = srv.log.read_text()
     assert "Application shutdown complete" in log
     assert "Traceback" not in log
+
+
+def test_conversations_evicted_from_memory_come_back_from_the_store(make_server) -> None:
+    srv = make_server(max_live_conversations=2)
+    with srv.client(headers=AUTH) as http:
+        first = http.post("/v1/conversations/e0/turns", json={"speaker": "D", "text": "Know your place."}).json()
+        for cid in ("e1", "e2", "e3"):
+            http.post(f"/v1/conversations/{cid}/turns", json={"speaker": "A", "text": "Hello."})
+        gauge = [line for line in http.get("/metrics").text.splitlines()
+                 if line.startswith("guardian_open_conversations ")]
+        assert gauge == ["guardian_open_conversations 2.0"]
+        again = http.post("/v1/conversations/e0/turns", json={"speaker": "M", "text": "Fine."}).json()
+    assert first["risk"] > 0
+    assert again["turn"] == 1
+    assert again["risk"] == pytest.approx(0.8 * first["risk"], abs=1e-3)
