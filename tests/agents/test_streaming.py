@@ -387,3 +387,19 @@ def test_a_rewrite_reaches_the_stream_once_and_only_after_its_screen(lines: Line
     chunks = stream_messages(agent, lines.benign.text, "rw", raw=raw)
     assert "".join(chunks) == rewrite
     assert leaked(raw, own_words(lines.belittling.text)) == []
+
+
+@pytest.mark.filterwarnings("ignore:The v3 streaming protocol")
+def test_stream_events_v3_messages_carry_only_the_screened_reply(lines: Lines, prefix_aware: ScriptedDetector) -> None:
+    """`stream_events(version="v3")` (content-block events, langgraph's experimental protocol) goes through the same gate."""
+    for reply, expected in ((lines.belittling.text, DEFAULT_SAFE_REPLY), (lines.benign_reply.text, lines.benign_reply.text)):
+        agent = create_agent(fake(reply), middleware=[GuardianMiddleware(detectors=[prefix_aware], policy="block")])
+        run = agent.stream_events({"messages": [HumanMessage(lines.benign.text)]}, version="v3")
+        events = [e["params"]["data"][0] for e in run if e["method"] == "messages"]
+        deltas = [e["delta"]["text"] for e in events if e.get("event") == "content-block-delta"]
+        finished = [e["content"]["text"] for e in events if e.get("event") == "content-block-finish"]
+        assert "".join(deltas) == expected and finished == [expected]
+        if expected == DEFAULT_SAFE_REPLY:
+            assert leaked([repr(e) for e in events], own_words(reply)) == []
+        else:
+            assert len(deltas) > 1

@@ -9,7 +9,8 @@ middleware screens where every stream mode starts: the model call.
 `wrap_model_call` (policies `block`, `warn` and `raise`, output direction on):
 
 - While the model runs, the client-facing streaming callback handlers (the one behind
-  `stream_mode="messages"`, the one behind `astream_events`) are put behind a relay.
+  `stream_mode="messages"`, the one behind `astream_events`, the content-block one
+  behind `stream_events(version="v3")`) are put behind a relay.
   The relay passes each token through the hold-back gate (`_holdback.ReplyGate`):
   under `block`/`raise` text is released a sentence at a time (or the complete words
   of a tail past `DEFAULT_MAX_HOLD_CHARS`), each piece only after the reply so far has
@@ -99,6 +100,10 @@ class _Session:
         self.ids: dict[UUID, str | None] = {}
         self.ends: dict[UUID, tuple[LLMResult, dict[str, Any]]] = {}
         self.last: UUID | None = None
+        # protocol events (stream_events v3): the text block, its held finish events, their kwargs
+        self.text_index: dict[UUID, int] = {}
+        self.held_events: dict[UUID, list[dict[str, Any]]] = {}
+        self.event_kwargs: dict[UUID, dict[str, Any]] = {}
 
     def gate(self, run_id: UUID) -> ReplyGate:
         if run_id not in self.gates:
@@ -170,6 +175,38 @@ class _RelayBase(BaseCallbackHandler, _StreamingCallbackHandler):
         end = LLMResult(generations=generations, llm_output=response.llm_output, run=response.run)
         return ChatGenerationChunk(message=last), end, kwargs
 
+    # protocol events (`stream_events(version="v3")`): text deltas gated, a text block's
+    # finish and the message's finish held until the policy has decided
+
+    def _held(self, run_id: UUID, event: dict[str, Any]) -> bool:
+        kind = event.get("event")
+        content = event.get("content")
+        if kind == "message-finish" or (kind == "content-block-finish" and isinstance(content, dict) and content.get("type") == "text"):
+            self.session.held_events.setdefault(run_id, []).append(event)
+            return True
+        return False
+
+    def _closing_events(self, run_id: UUID, piece: str, final_text: str) -> list[dict[str, Any]]:
+        index = self.session.text_index.get(run_id, 0)
+        out: list[dict[str, Any]] = []
+        if piece:
+            out.append({"event": "content-block-delta", "index": index, "delta": {"type": "text-delta", "text": piece}})
+        for event in self.session.held_events.pop(run_id, []):
+            if event.get("event") == "content-block-finish":
+                text = final_text if event.get("index", 0) == index else ""
+                event = {**event, "content": {**event["content"], "text": text}}
+            out.append(event)
+        return out
+
+
+def _text_delta(event: dict[str, Any]) -> str | None:
+    if event.get("event") != "content-block-delta":
+        return None
+    delta = event.get("delta")
+    if isinstance(delta, dict) and delta.get("type") == "text-delta":
+        return str(delta.get("text") or "")
+    return None
+
 
 def on_the_wire(metadata: dict[str, Any]) -> dict[str, Any]:
     """Message metadata fit for the client: the verdict, never the words it judged.
@@ -206,14 +243,10 @@ class _Relay(_RelayBase):
     def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
         self._send("on_chat_model_start", *args, **kwargs)
 
-    def on_llm_new_token(self, token: Any, *, chunk: Any = None, run_id: UUID, **kwargs: Any) -> None:
-        if not isinstance(chunk, ChatGenerationChunk):
-            self._send("on_llm_new_token", token, chunk=chunk, run_id=run_id, **kwargs)
-            return
-        self.session.last = run_id
-        self.session.ids.setdefault(run_id, chunk.message.id)
+    def _step(self, run_id: UUID, text: str) -> str:
+        """Gate one delta of `run_id`; what may be released now."""
         gate = self.session.gate(run_id)
-        piece = gate.add(chunk.message.text)
+        piece = gate.add(text)
         screened = gate.due()
         if screened is not None:
             try:
@@ -221,8 +254,32 @@ class _Relay(_RelayBase):
             except Exception as exc:
                 verdict = self.session.failed(exc)
             piece += gate.settle(screened, verdict, stop=self.session.stops(verdict))
+        return piece
+
+    def on_llm_new_token(self, token: Any, *, chunk: Any = None, run_id: UUID, **kwargs: Any) -> None:
+        if not isinstance(chunk, ChatGenerationChunk):
+            self._send("on_llm_new_token", token, chunk=chunk, run_id=run_id, **kwargs)
+            return
+        self.session.last = run_id
+        self.session.ids.setdefault(run_id, chunk.message.id)
+        piece = self._step(run_id, chunk.message.text)
         if _worth_sending(chunk, piece):
             self._send("on_llm_new_token", piece, chunk=_text_chunk(chunk, piece), run_id=run_id, **kwargs)
+
+    def on_stream_event(self, event: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self.session.last = run_id
+        self.session.event_kwargs[run_id] = kwargs
+        text = _text_delta(event)
+        if text is None:
+            if event.get("event") == "message-start":
+                self.session.ids.setdefault(run_id, event.get("id"))
+            if not self._held(run_id, event):
+                self._send("on_stream_event", event, run_id=run_id, **kwargs)
+            return
+        self.session.text_index.setdefault(run_id, int(event.get("index", 0)))
+        piece = self._step(run_id, text)
+        if piece:
+            self._send("on_stream_event", {**event, "delta": {**event["delta"], "text": piece}}, run_id=run_id, **kwargs)
 
     def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
         self.session.last = run_id
@@ -233,7 +290,11 @@ class _Relay(_RelayBase):
         if closing is None:
             return
         chunk, end, kwargs = closing
-        self._send("on_llm_new_token", chunk.message.text, chunk=chunk, **kwargs)
+        if run_id in self.session.event_kwargs:  # protocol events: the rest as events
+            for event in self._closing_events(run_id, chunk.message.text, end.generations[0][0].text):
+                self._send("on_stream_event", event, run_id=run_id, **self.session.event_kwargs[run_id])
+        else:
+            self._send("on_llm_new_token", chunk.message.text, chunk=chunk, **kwargs)
         self._send("on_llm_end", end, **kwargs)
 
 
@@ -258,14 +319,9 @@ class _ARelay(_RelayBase):
     async def on_chat_model_start(self, *args: Any, **kwargs: Any) -> None:
         await self._send("on_chat_model_start", *args, **kwargs)
 
-    async def on_llm_new_token(self, token: Any, *, chunk: Any = None, run_id: UUID, **kwargs: Any) -> None:
-        if not isinstance(chunk, ChatGenerationChunk):
-            await self._send("on_llm_new_token", token, chunk=chunk, run_id=run_id, **kwargs)
-            return
-        self.session.last = run_id
-        self.session.ids.setdefault(run_id, chunk.message.id)
+    async def _step(self, run_id: UUID, text: str) -> str:
         gate = self.session.gate(run_id)
-        piece = gate.add(chunk.message.text)
+        piece = gate.add(text)
         screened = gate.due()
         if screened is not None:
             try:
@@ -273,8 +329,32 @@ class _ARelay(_RelayBase):
             except Exception as exc:
                 verdict = self.session.failed(exc)
             piece += gate.settle(screened, verdict, stop=self.session.stops(verdict))
+        return piece
+
+    async def on_llm_new_token(self, token: Any, *, chunk: Any = None, run_id: UUID, **kwargs: Any) -> None:
+        if not isinstance(chunk, ChatGenerationChunk):
+            await self._send("on_llm_new_token", token, chunk=chunk, run_id=run_id, **kwargs)
+            return
+        self.session.last = run_id
+        self.session.ids.setdefault(run_id, chunk.message.id)
+        piece = await self._step(run_id, chunk.message.text)
         if _worth_sending(chunk, piece):
             await self._send("on_llm_new_token", piece, chunk=_text_chunk(chunk, piece), run_id=run_id, **kwargs)
+
+    async def on_stream_event(self, event: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        self.session.last = run_id
+        self.session.event_kwargs[run_id] = kwargs
+        text = _text_delta(event)
+        if text is None:
+            if event.get("event") == "message-start":
+                self.session.ids.setdefault(run_id, event.get("id"))
+            if not self._held(run_id, event):
+                await self._send("on_stream_event", event, run_id=run_id, **kwargs)
+            return
+        self.session.text_index.setdefault(run_id, int(event.get("index", 0)))
+        piece = await self._step(run_id, text)
+        if piece:
+            await self._send("on_stream_event", {**event, "delta": {**event["delta"], "text": piece}}, run_id=run_id, **kwargs)
 
     async def on_llm_end(self, response: LLMResult, *, run_id: UUID, **kwargs: Any) -> None:
         self.session.last = run_id
@@ -285,8 +365,30 @@ class _ARelay(_RelayBase):
         if closing is None:
             return
         chunk, end, kwargs = closing
-        await self._send("on_llm_new_token", chunk.message.text, chunk=chunk, **kwargs)
+        if run_id in self.session.event_kwargs:
+            for event in self._closing_events(run_id, chunk.message.text, end.generations[0][0].text):
+                await self._send("on_stream_event", event, run_id=run_id, **self.session.event_kwargs[run_id])
+        else:
+            await self._send("on_llm_new_token", chunk.message.text, chunk=chunk, **kwargs)
         await self._send("on_llm_end", end, **kwargs)
+
+
+class _V2Relay(_Relay, _V2StreamingCallbackHandler):
+    """Sync relay for the v3 protocol handler: the model sends it content-block events.
+
+    Tokens may come as v1 callbacks too; the v3 handler ignores those, so they pass
+    ungated (gating them as well would count each delta twice).
+    """
+
+    def on_llm_new_token(self, token: Any, *, chunk: Any = None, run_id: UUID, **kwargs: Any) -> None:
+        self._send("on_llm_new_token", token, chunk=chunk, run_id=run_id, **kwargs)
+
+
+class _AV2Relay(_ARelay, _V2StreamingCallbackHandler):
+    """Async relay for the v3 protocol handler."""
+
+    async def on_llm_new_token(self, token: Any, *, chunk: Any = None, run_id: UUID, **kwargs: Any) -> None:
+        await self._send("on_llm_new_token", token, chunk=chunk, run_id=run_id, **kwargs)
 
 
 def _add_forwarders() -> None:
@@ -313,16 +415,18 @@ _add_forwarders()
 
 
 def _client_streams(handlers: list[BaseCallbackHandler], *, is_async: bool) -> list[BaseCallbackHandler]:
-    """The v1 streaming handlers (what `stream_mode="messages"` and `astream_events` read)."""
+    """The streaming handlers a client reads: `stream_mode="messages"`, `astream_events`, and
+    the v3 protocol one (`stream_events(version="v3")`); when a v3 one is there, only those."""
     from langchain_core.callbacks import AsyncCallbackHandler
 
     found: list[BaseCallbackHandler] = []
     for handler in handlers:
-        if isinstance(handler, (_RelayBase, _V2StreamingCallbackHandler)):
+        if isinstance(handler, _RelayBase):
             continue
         if isinstance(handler, _StreamingCallbackHandler) and (is_async or not isinstance(handler, AsyncCallbackHandler)):
             found.append(handler)
-    return found
+    v2: list[BaseCallbackHandler] = [h for h in found if isinstance(h, _V2StreamingCallbackHandler)]
+    return v2 or found
 
 
 def _relayed(
@@ -444,7 +548,8 @@ def wrap_model_call(
         return verdict
 
     def _relay(inner: list[BaseCallbackHandler]) -> _RelayBase:
-        return _Relay(inner, session, screen)
+        v2 = any(isinstance(h, _V2StreamingCallbackHandler) for h in inner)
+        return (_V2Relay if v2 else _Relay)(inner, session, screen)
 
     relayed = _relayed(var_child_runnable_config.get() or {}, _relay, is_async=False)
     relay = relayed[1] if relayed is not None else None
@@ -498,7 +603,8 @@ async def awrap_model_call(
         return verdict
 
     def _arelay(inner: list[BaseCallbackHandler]) -> _RelayBase:
-        return _ARelay(inner, session, screen)
+        v2 = any(isinstance(h, _V2StreamingCallbackHandler) for h in inner)
+        return (_AV2Relay if v2 else _ARelay)(inner, session, screen)
 
     relayed = _relayed(var_child_runnable_config.get() or {}, _arelay, is_async=True)
     relay = relayed[1] if relayed is not None else None
