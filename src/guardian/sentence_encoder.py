@@ -290,6 +290,13 @@ class SentenceEncoder:
             for text in texts:
                 self._cache.pop(_key(text), None)
 
+    def clear(self) -> None:
+        """Forget every cached vector. A vector depends slightly on the batch that computed it
+        (padding), so bulk screening clears the cache between conversations: a conversation's
+        verdict must not depend on what the same worker screened before it (issue 23)."""
+        with self._lock:
+            self._cache.clear()
+
     def _remember(self, key: str, vector: np.ndarray) -> None:
         self._cache[key] = vector
         self._cache.move_to_end(key)

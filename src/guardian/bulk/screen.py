@@ -9,6 +9,7 @@ conversation's error row.
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -38,6 +39,20 @@ def resolve_options(*, detectors: str | None, window: int | None, per_turn: bool
     )
 
 
+def _forget_other_conversations() -> None:
+    """Clear the shared sentence encoder's text -> vector cache before each conversation.
+
+    A cached vector was computed in some earlier batch, and a vector depends slightly on
+    its batch (padding): with the cache kept, a row depended on which conversations the
+    same worker had screened before (4 of 300 probabilities differed by ~1e-3 between
+    `--jobs 2` and Ray). Cleared, every conversation is screened as `guardian analyze FILE`
+    screens it in a fresh process, whichever worker gets it.
+    """
+    module = sys.modules.get("guardian.sentence_encoder")
+    if module is not None:
+        module.shared_encoder().clear()
+
+
 class Screener:
     """Detectors loaded once; `screen_batch` is all an engine calls."""
 
@@ -57,6 +72,7 @@ class Screener:
         if item.conversation is None:
             return Screened(row=error_row(item.id, item.error or "no conversation", label=item.label))
         conversation = item.conversation
+        _forget_other_conversations()
         try:
             assessments = assess_turns(conversation, self.detectors, window=self.options.window)
             row = conversation_row(
