@@ -10,7 +10,7 @@ middleware screens where every stream mode starts: the model call.
 
 - While the model runs, the client-facing streaming callback handlers (the one behind
   `stream_mode="messages"`, the one behind `astream_events`, the content-block one
-  behind `stream_events(version="v3")`) are put behind a relay.
+  behind `stream_events(version="v3")`) are put behind a relay (`_relay.py`).
   The relay passes each token through the hold-back gate (`_holdback.ReplyGate`):
   under `block`/`raise` text is released a sentence at a time (or the complete words
   of a tail past `DEFAULT_MAX_HOLD_CHARS`), each piece only after the reply so far has
@@ -92,7 +92,7 @@ def _prior(middleware: GuardianMiddleware, request: ModelRequest[Any], thread_id
 def _session(middleware: GuardianMiddleware) -> Session:
     return Session(
         hold=middleware.policy in ("block", "raise"),
-        max_hold_chars=getattr(middleware, "stream_max_hold_chars", DEFAULT_MAX_HOLD_CHARS),
+        max_hold_chars=DEFAULT_MAX_HOLD_CHARS,
         fail_closed=middleware.on_error != "pass",
     )
 
