@@ -115,6 +115,9 @@ def server(tmp_path_factory: pytest.TempPathFactory, _session_cache: Path) -> It
     srv = Server(home, server_env(home, _session_cache)).start()
     yield srv
     srv.kill()
+    log = srv.log.read_text()
+    if "Traceback" in log:  # every test's requests went through it: none may have crashed a handler
+        pytest.fail("the server logged a traceback:\n" + log[log.index("Traceback") - 500 :][:4000])
 
 
 @pytest.fixture

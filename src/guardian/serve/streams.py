@@ -105,8 +105,9 @@ class EventPipe:
                 metrics.errors.labels("slow_client").inc()
                 with contextlib.suppress(Exception):
                     await self.websocket.close(code=1013, reason="events were not read fast enough")
-            for task in done:
-                exc = None if task.cancelled() else task.exception()
+            reader_task = tasks[0]  # the writer failing means the client left: nothing to report
+            if reader_task in done and not reader_task.cancelled():
+                exc = reader_task.exception()
                 if exc is not None and not isinstance(exc, WebSocketDisconnect | RuntimeError):
                     raise exc
         finally:
