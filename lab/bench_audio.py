@@ -145,7 +145,7 @@ def detection_on_audio(
     """
     import hashlib
 
-    from guardian.eval.datasets import load_mentalmanip, mentalmanip_path
+    from guardian.corpora.datasets import load_mentalmanip, mentalmanip_path
     from guardian.monitor import Monitor
     from guardian.watch import load_detectors
 

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from guardian.eval.datasets import load_mentalmanip, mentalmanip_path
+from guardian.corpora.datasets import load_mentalmanip, mentalmanip_path
 from guardian.retrieval.embedding import MiniLMEmbeddingFunction
 from guardian.retrieval.store import ExampleStore
 from guardian.taxonomy import Technique

@@ -20,8 +20,8 @@ import sys
 import time
 
 from guardian.conversation import Conversation
+from guardian.corpora.datasets import load_mentalmanip
 from guardian.detectors.local import LocalModelDetector, artifact_size_mb
-from guardian.eval.datasets import load_mentalmanip
 
 
 def percentile(values: list[float], q: float) -> float:

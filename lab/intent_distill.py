@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 
 import guardian  # noqa: F401  (offline environment defaults)
+from guardian.corpora.datasets import load_faceacts
+from guardian.corpora.folds import conversation_folds
 from guardian.detectors.intent_train import metrics, tuned_models_dir, utterances_in_context
 from guardian.detectors.intent_tuned import TuneConfig, pair_text, train_tuned, train_tuned_cached
-from guardian.eval.datasets import load_faceacts
-from guardian.eval.folds import conversation_folds
 from guardian.taxonomy import FaceAct
 
 

@@ -2,7 +2,7 @@
 
 Input: the utterance and its previous utterances as a sentence pair ("asker:/asked: utterance" |
 "same:/other: previous ..."); the frozen bottom of the network is run once and cached. 5-fold CV
-by conversation (`guardian.eval.folds.conversation_folds`, the shipped model's folds). Prints one
+by conversation (`guardian.corpora.folds.conversation_folds`, the shipped model's folds). Prints one
 JSON line per fold and a pooled line; saves out-of-fold probabilities to `<out>_proba.npy` (rows
 in `load_faceacts()` order, columns in FaceAct order of the acts present). Not part of the
 product: the result did not justify shipping it.
@@ -24,11 +24,11 @@ import numpy as np
 from finetune_common import fit
 
 import guardian  # noqa: F401  (offline environment defaults)
+from guardian.corpora.datasets import load_faceacts
+from guardian.corpora.folds import conversation_folds
 from guardian.detectors.finetune import class_weights
 from guardian.detectors.intent_train import metrics, utterances_in_context
 from guardian.detectors.intent_tuned import pair_text
-from guardian.eval.datasets import load_faceacts
-from guardian.eval.folds import conversation_folds
 from guardian.sentence_encoder import DIM, default_model_path
 from guardian.taxonomy import FaceAct
 

@@ -6,8 +6,8 @@ import sys
 import time
 
 from guardian.corpora.conversations import conversations_dir, load_conversations
+from guardian.corpora.datasets import load_mentalmanip, mentalmanip_path
 from guardian.detectors.turn_train import embedding_cache, training_encoder
-from guardian.eval.datasets import load_mentalmanip, mentalmanip_path
 
 
 def main() -> None:

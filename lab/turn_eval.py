@@ -19,9 +19,9 @@ import numpy as np
 
 from guardian.conversation import Conversation
 from guardian.corpora.conversations import conversations_dir, load_conversations, split_of
+from guardian.corpora.datasets import load_mentalmanip, mentalmanip_path
 from guardian.detectors.local import LocalModelDetector
 from guardian.detectors.turn_train import training_encoder
-from guardian.eval.datasets import load_mentalmanip, mentalmanip_path
 
 
 def prefixes(c: Conversation, window: int) -> list[Conversation]:

@@ -18,9 +18,9 @@ from typing import ClassVar
 import pytest
 
 from guardian.conversation import Conversation, Evidence
+from guardian.corpora.datasets import load_mentalmanip
 from guardian.detectors.base import Detector
 from guardian.detectors.keyphrases import KeyPhraseDetector
-from guardian.eval.datasets import load_mentalmanip
 from guardian.findings import Assessment, DetectorError, Finding
 from guardian.runner import Run, Runner, grounded
 from guardian.taxonomy import Technique

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from guardian.eval.datasets import load_mentalmanip, mentalmanip_path
+from guardian.corpora.datasets import load_mentalmanip, mentalmanip_path
 from guardian.taxonomy import (
     PERSUASION_INTENTIONS,
     FaceAct,

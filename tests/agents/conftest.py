@@ -15,9 +15,9 @@ from typing import ClassVar
 import pytest
 
 from guardian.conversation import Conversation
+from guardian.corpora.datasets import load_mentalmanip
 from guardian.detectors.base import Detector
 from guardian.detectors.evidence import evidence_for, sentences
-from guardian.eval.datasets import load_mentalmanip
 from guardian.findings import Assessment, Finding
 from guardian.taxonomy import Technique
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from guardian.cli import main
-from guardian.eval.datasets import mentalmanip_path
+from guardian.corpora.datasets import mentalmanip_path
 from guardian.eval.metrics import REPORT_KEYS
 
 from .openai_stub import Reply, serve

@@ -11,7 +11,7 @@ import pytest
 from guardian.agents.manipulation import LLMDetector
 from guardian.config import LLMSettings
 from guardian.conversation import Conversation
-from guardian.eval.datasets import load_mentalmanip
+from guardian.corpora.datasets import load_mentalmanip
 from guardian.retrieval.store import ExampleStore
 
 from .openai_stub import Reply, serve

@@ -21,7 +21,7 @@ def _clean(text: str) -> str:
 
 
 def sample_conversations(n_dialogues: int = 20, n_calls: int = 4) -> list[Conversation]:
-    from guardian.eval.datasets import load_mentalmanip
+    from guardian.corpora.datasets import load_mentalmanip
 
     out = []
     for d in load_mentalmanip()[200 : 200 + n_dialogues]:

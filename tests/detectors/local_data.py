@@ -5,7 +5,7 @@ from __future__ import annotations
 import csv
 from pathlib import Path
 
-from guardian.eval.datasets import mentalmanip_path
+from guardian.corpora.datasets import mentalmanip_path
 
 COLUMNS = ("ID", "Dialogue", "Manipulative", "Technique", "Vulnerability")
 

@@ -11,12 +11,12 @@ import pytest
 
 from guardian.cli import main
 from guardian.conversation import Conversation
+from guardian.corpora.datasets import FACEACTS_COLUMNS, faceacts_path
 from guardian.detectors import registry
 from guardian.detectors.intent import IntentDetector, infer_roles
 from guardian.detectors.intent_model import IntentModel, bundled_artifact_dir, load_model
 from guardian.detectors.intent_train import metrics
 from guardian.errors import ModelUnavailable
-from guardian.eval.datasets import FACEACTS_COLUMNS, faceacts_path
 from guardian.taxonomy import PERSUASION_INTENTIONS, FaceAct, Role
 
 DONATION = Conversation.from_pairs(
@@ -203,8 +203,8 @@ def test_an_unknown_encoder_or_layer_count_is_one_sentence(tmp_path: Path, capsy
 def test_latency_is_measured_with_each_new_turn_encoded_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
     """The live situation: earlier turns come from the cache, the new turn's own text does not,
     so a text first encoded as some later turn's context is encoded again when its turn is timed."""
+    from guardian.corpora.datasets import load_faceacts
     from guardian.detectors.intent_train import latency_p50, utterances_in_context
-    from guardian.eval.datasets import load_faceacts
 
     model = load_model()
     rows = load_faceacts()

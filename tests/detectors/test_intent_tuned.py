@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from guardian.corpora.datasets import load_faceacts
 from guardian.detectors.intent_train import fit, utterances_in_context
 from guardian.detectors.intent_tuned import (
     TUNED_FILE,
@@ -18,7 +19,6 @@ from guardian.detectors.intent_tuned import (
 )
 from guardian.encoders import EncoderName, encoder_path
 from guardian.errors import ModelUnavailable
-from guardian.eval.datasets import load_faceacts
 from guardian.taxonomy import FaceAct
 
 TINY = TuneConfig(epochs=1, batch_size=16, max_len=48, seed=5)
@@ -544,8 +544,8 @@ def test_int8_storage_keeps_each_weight_within_half_a_step(tmp_path: Path) -> No
 def test_cross_validation_reports_the_share_it_escalated(tmp_path: Path) -> None:
     import csv
 
+    from guardian.corpora.datasets import FACEACTS_COLUMNS, faceacts_path
     from guardian.detectors.intent_train import evaluate_file
-    from guardian.eval.datasets import FACEACTS_COLUMNS, faceacts_path
 
     with faceacts_path().open(encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))

@@ -16,9 +16,9 @@ import pytest
 from guardian.cli import main
 from guardian.conversation import Conversation
 from guardian.corpora.conversations import load_conversations
+from guardian.corpora.datasets import LabelledDialogue
 from guardian.detectors import registry
 from guardian.detectors.base import Detector
-from guardian.eval.datasets import LabelledDialogue
 from guardian.eval.replay import (
     ReplayOptions,
     Selection,

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from guardian.eval.datasets import load_mentalmanip
+from guardian.corpora.datasets import load_mentalmanip
 from guardian.retrieval.store import ExampleStore
 from tests.netutil import free_port
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from guardian.cli import main
-from guardian.eval.datasets import LabelledDialogue, load_mentalmanip, mentalmanip_path
+from guardian.corpora.datasets import LabelledDialogue, load_mentalmanip, mentalmanip_path
 from guardian.retrieval.embedding import MiniLMEmbeddingFunction
 from guardian.retrieval.store import ExampleStore
 from guardian.taxonomy import Technique

@@ -101,7 +101,12 @@ def _training_overlap(path: Path, trained_on: str | None) -> int:
     A whole-file hash is not enough: a subset of the training CSV would pass it and
     report training-set scores, so conversations are compared by their utterances.
     """
-    from guardian.eval.datasets import FaceActUtterance, faceacts_path, file_sha256, load_faceacts
+    from guardian.corpora.datasets import (
+        FaceActUtterance,
+        faceacts_path,
+        file_sha256,
+        load_faceacts,
+    )
 
     def keys(rows: list[FaceActUtterance]) -> set[tuple[str, ...]]:
         by_conv: dict[str, list[FaceActUtterance]] = {}

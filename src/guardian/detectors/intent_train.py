@@ -19,6 +19,8 @@ from typing import Any
 import numpy as np
 
 from guardian import locations
+from guardian.corpora.datasets import FaceActUtterance, faceacts_path, file_sha256, load_faceacts
+from guardian.corpora.folds import conversation_folds
 from guardian.detectors.finetune import class_weights
 from guardian.detectors.intent_model import (
     CONTEXT,
@@ -37,8 +39,6 @@ from guardian.detectors.intent_model import (
 )
 from guardian.detectors.intent_tuned import TuneConfig, pair_text, part_progress, train_tuned_cached
 from guardian.errors import InputError
-from guardian.eval.datasets import FaceActUtterance, faceacts_path, file_sha256, load_faceacts
-from guardian.eval.folds import conversation_folds
 from guardian.sentence_encoder import SentenceEncoder
 from guardian.taxonomy import PERSUASION_INTENTIONS, FaceAct
 

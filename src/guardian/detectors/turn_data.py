@@ -17,8 +17,8 @@ import numpy as np
 
 from guardian.conversation import Conversation
 from guardian.corpora.conversations import LabelledConversation
+from guardian.corpora.datasets import LabelledDialogue
 from guardian.detectors.turn_features import turn_rows
-from guardian.eval.datasets import LabelledDialogue
 from guardian.taxonomy import Technique, Vulnerability
 
 TECHNIQUES: tuple[Technique, ...] = tuple(Technique)

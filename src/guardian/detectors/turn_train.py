@@ -24,9 +24,9 @@ import numpy as np
 
 from guardian import locations
 from guardian.conversation import Conversation
+from guardian.corpora.datasets import LabelledDialogue
 from guardian.detectors.turn_data import TECHNIQUES, VULNERABILITIES, Bag, TrainingSet
 from guardian.detectors.turn_model import MANIP, OUTPUTS, SCAM, TECH, VULN, TurnModel
-from guardian.eval.datasets import LabelledDialogue
 from guardian.progress import Progress
 from guardian.sentence_encoder import MODEL_NAME, SentenceEncoder
 
@@ -293,8 +293,8 @@ def load_corpus(
     every head (merged by id, first file wins). Conversations: `data/conversations/*.jsonl`.
     """
     from guardian.corpora.conversations import conversations_dir, load_conversations, split_of
+    from guardian.corpora.datasets import load_mentalmanip, mentalmanip_path
     from guardian.detectors import turn_data
-    from guardian.eval.datasets import load_mentalmanip, mentalmanip_path
 
     if mentalmanip:
         seen: dict[str, LabelledDialogue] = {}
@@ -512,7 +512,7 @@ def train_and_save(
     import platform
 
     from guardian.corpora.conversations import conversations_dir
-    from guardian.eval.datasets import file_sha256, mentalmanip_path
+    from guardian.corpora.datasets import file_sha256, mentalmanip_path
 
     corpus = load_corpus(seed=config.seed, mentalmanip=mentalmanip, conversations=conversations, progress=progress,
                          context=config.context)

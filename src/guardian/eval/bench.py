@@ -49,7 +49,7 @@ def suite(name: str) -> Callable[[Callable[[int], Figures]], Callable[[int], Fig
 
 
 def _dialogues(limit: int, *, offset: int = 0) -> list[Conversation]:
-    from guardian.eval.datasets import load_mentalmanip
+    from guardian.corpora.datasets import load_mentalmanip
 
     return [d.conversation for d in load_mentalmanip()[offset : offset + limit]]
 

@@ -36,7 +36,7 @@ class _Dialogues:
     """Unseen MentalManip dialogues, written as a conversations JSONL per run."""
 
     def __init__(self, folder: Path) -> None:
-        from guardian.eval.datasets import load_mentalmanip
+        from guardian.corpora.datasets import load_mentalmanip
 
         self.folder = folder
         self.pool = [d.conversation for d in load_mentalmanip()]

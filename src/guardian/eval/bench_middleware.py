@@ -31,7 +31,7 @@ def _call_groups(groups: int, dialogues: int, *, min_turns: int = 4) -> list[lis
     measured run must meet new turns, as a live chatbot does, while the history
     within a dialogue is what earlier calls already saw.
     """
-    from guardian.eval.datasets import load_mentalmanip
+    from guardian.corpora.datasets import load_mentalmanip
 
     usable = [d for d in load_mentalmanip() if len(d.conversation.turns) >= min_turns]
     dialogues = min(dialogues, len(usable) // groups)  # many runs: fewer dialogues each, never reused

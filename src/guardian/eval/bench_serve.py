@@ -33,7 +33,7 @@ TOKEN = "bench-token-0123456789abcdef0123456789abcdef"
 
 
 def _texts() -> Iterator[tuple[str, str]]:
-    from guardian.eval.datasets import load_mentalmanip
+    from guardian.corpora.datasets import load_mentalmanip
 
     for dialogue in load_mentalmanip():
         for turn in dialogue.conversation.turns:

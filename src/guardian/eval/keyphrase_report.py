@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from guardian.corpora.datasets import load_mentalmanip
 from guardian.detectors.keyphrases import KeyPhraseDetector
-from guardian.eval.datasets import load_mentalmanip
 
 
 @dataclass(frozen=True, slots=True)

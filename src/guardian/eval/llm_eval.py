@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from guardian.corpora.datasets import LabelledDialogue, load_mentalmanip
 from guardian.detectors.base import Detector
-from guardian.eval.datasets import LabelledDialogue, load_mentalmanip
 from guardian.findings import Assessment
 from guardian.taxonomy import Technique, Vulnerability
 

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import numpy as np
 
+from guardian.corpora.datasets import LabelledDialogue, load_mentalmanip
 from guardian.detectors.local import LocalModelDetector
 from guardian.detectors.turn_data import TECHNIQUES, VULNERABILITIES
-from guardian.eval.datasets import LabelledDialogue, load_mentalmanip
 from guardian.eval.metrics import MentalManipReport, binary_metrics, multilabel_metrics
 
 

@@ -39,9 +39,9 @@ import numpy as np
 
 from guardian.conversation import Conversation
 from guardian.corpora.conversations import LabelledConversation
+from guardian.corpora.datasets import LabelledDialogue
 from guardian.detectors.base import Detector
 from guardian.errors import InputError
-from guardian.eval.datasets import LabelledDialogue
 from guardian.eval.splits import DEFAULT_SEED, split_of
 from guardian.findings import Assessment
 

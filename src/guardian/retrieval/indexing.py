@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from guardian.corpora.datasets import load_mentalmanip, mentalmanip_path
 from guardian.errors import InputError
-from guardian.eval.datasets import load_mentalmanip, mentalmanip_path
 from guardian.retrieval.store import BuildReport, ExampleStore
 
 

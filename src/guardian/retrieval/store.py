@@ -23,9 +23,9 @@ from urllib.parse import urlparse
 from guardian import locations
 from guardian._env import apply_process_defaults
 from guardian.conversation import Conversation
+from guardian.corpora.datasets import LabelledDialogue
 from guardian.detectors.evidence import normalize_quote
 from guardian.errors import ConfigError, GuardianError
-from guardian.eval.datasets import LabelledDialogue
 from guardian.retrieval.embedding import MiniLMEmbeddingFunction
 from guardian.taxonomy import Technique, Vulnerability
 
@@ -86,7 +86,7 @@ def _codes(field_value: object, parse: Callable[[str], Any]) -> tuple[Any, ...]:
 
 def _splits(dialogues: Sequence[LabelledDialogue]) -> list[int]:
     """The shared cross-validation fold of each dialogue (-1 when the set is too small to fold)."""
-    from guardian.eval.folds import mentalmanip_folds
+    from guardian.corpora.folds import mentalmanip_folds
 
     try:
         folds = mentalmanip_folds(dialogues)
