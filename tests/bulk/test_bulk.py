@@ -161,3 +161,22 @@ def test_ray_missing_is_one_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyP
     err = capsys.readouterr().err.strip()
     assert code == 2
     assert err.count("\n") == 0 and "pip install 'guardian[ray]'" in err
+
+
+def test_a_row_does_not_depend_on_what_the_worker_screened_before(default_options: ScreenOptions) -> None:
+    """The shared encoder caches vectors by text, and a vector depends slightly on its batch's padding:
+    a worker that met "I don't know." in a long conversation once gave a later conversation other
+    probabilities than a fresh process (`guardian analyze FILE`) does."""
+    from guardian.bulk.inputs import Item
+    from guardian.bulk.screen import Screener
+    from guardian.sentence_encoder import shared_encoder
+
+    long = "You never listen to me, you always twist what I say until I doubt my own memory of it. " * 3
+    earlier = Conversation.from_pairs([("A", long), ("B", "I don't know."), ("A", long), ("B", "Fine.")], id="earlier")
+    later = Conversation.from_pairs([("A", "Why?"), ("B", "I don't know."), ("A", "Ok."), ("B", "Fine.")], id="later")
+    screener = Screener(default_options)
+    screener.screen(Item(earlier.id, conversation=earlier))
+    after = screener.screen(Item(later.id, conversation=later)).row
+    shared_encoder().clear()
+    alone = screener.screen(Item(later.id, conversation=later)).row
+    assert after == alone
