@@ -11,6 +11,7 @@ that stops the run: it becomes an error row.
 - a JSONL file of conversations (`data/conversations` schema: `id`,
   `turns` [{speaker, text}], optional `label`).
 - a Parquet file (or a folder of `.parquet` files) with the same columns.
+- one transcript file given with `--out`: one row, its id the file's name.
 """
 
 from __future__ import annotations

@@ -2,9 +2,9 @@
 
 The archive becomes Ray datasets (`ray.data.from_items`, a chunk of the input at a
 time so the driver's memory stays bounded), screened by `map_batches` with an
-actor pool (`concurrency` = workers): each actor is a `RayScreener` that loads the
-detectors once and runs `Screener.screen_batch`, the function the local engine
-runs. Order is preserved, so both engines write the same rows in the same order.
+actor pool (`ActorPoolStrategy(size=workers)`; Ray 2.51 deprecated `concurrency=`
+for it): each actor is a `RayScreener` that loads the detectors once and runs
+`Screener.screen_batch`, the function the local engine runs. Order is preserved, so both engines write the same rows in the same order.
 Ray Data restarts an actor that died and retries its batch. With no `--address` a local
 Ray is started (and stopped at the end); `auto` or `ray://host:10001` joins a cluster,
 whose nodes must have guardian installed.

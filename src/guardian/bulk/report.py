@@ -15,6 +15,7 @@ from pathlib import Path
 from guardian.bulk.rows import ConversationRow, TurnRow
 from guardian.bulk.sink import read_rows, read_turn_rows
 from guardian.conversation import Turn
+from guardian.errors import InputError
 from guardian.events import AssessmentReady, Event, FindingRaised, TurnAdded
 from guardian.findings import Assessment
 from guardian.report import ReportFormat, render
@@ -56,6 +57,8 @@ def _events(row: ConversationRow, turns: list[TurnRow]) -> Iterator[Event]:
 
 def render_results(path: Path, *, fmt: ReportFormat, include_all: bool = False) -> str:
     """The report of a results table: its flagged conversations (every one with `include_all`)."""
+    if not path.exists():
+        raise InputError("not found; give the --out of a bulk `guardian analyze`", source=str(path))
     rows = list(read_rows(path))
     shown = [r for r in rows if include_all or r.decision]
     wanted = {r.id for r in shown}
