@@ -30,8 +30,9 @@ from guardian.errors import GuardianError, ModelUnavailable
 
 #: Conversations per `map_batches` call on an actor.
 BATCH = 8
-#: Conversations per Ray block: a task's output reaches the driver (and the results table) a block at a time.
-BLOCK = 4 * BATCH
+#: Conversations per Ray block: a task's output reaches the driver (and the results table) only when the
+#: whole block is screened, so a block is one batch (measured: blocks of 32 arrived all at the end of a chunk).
+BLOCK = BATCH
 #: Conversations per dataset (the driver holds one chunk's items at a time), at least this many per worker.
 CHUNK_PER_WORKER = 2_000
 NEEDS_RAY = "the Ray engine needs Ray, which is not installed: pip install 'guardian[ray]'"
