@@ -200,7 +200,7 @@ def render_text(console: Console, conversation: Conversation, assessments: Seque
             if finding.vulnerabilities:
                 msg.append(f" → targets {', '.join(v.value for v in finding.vulnerabilities)}", style="yellow")
             _print(console, msg)
-        for intent in assessment.intents:
+        for intent in (i for i in assessment.intents if not i.abstained):
             _print(console, Text(f"    intent: {intent.face_act.value} — {intent.intention}", style="blue"))
         for error in assessment.errors:
             _print(console, Text(f"    ! {error.detector} {error.kind}: {error.message}", style="bold yellow"))
@@ -224,7 +224,7 @@ def render_markdown(conversation: Conversation, assessments: Sequence[Assessment
         for f in assessment.findings:
             quotes = "; ".join(f"“{md(e.quote)}” (turn {e.turn}, chars {e.start}–{e.end})" for e in f.evidence)
             lines.append(f"- **{md(f.label)}** {f.score:.2f} ({md(f.detector)}): {quotes}")
-        for i in assessment.intents:
+        for i in (i for i in assessment.intents if not i.abstained):
             lines.append(f"- intent: `{i.face_act.value}` {md(i.intention)}")
         for e in assessment.errors:
             lines.append(f"- ⚠ {md(e.detector)} {e.kind}: {md(e.message)}")

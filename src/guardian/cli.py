@@ -326,6 +326,11 @@ def eval_faceacts(
     encoder: EncoderOption = None,
     layers: LayersOption = None,
     escalation: EscalationOption = True,
+    split: Annotated[
+        str | None,
+        typer.Option("--split", help="Only the conversations of this part (train | dev | test, split by a hash of "
+                     "the conversation id): the everyday set's held-out part is `--split test`."),
+    ] = None,
 ) -> None:
     """Face-act accuracy, macro-F1, per-class P/R/F1 and latency of the intent model on a CSV."""
     from guardian.detectors.intent_cli import run_eval_faceacts
@@ -333,7 +338,7 @@ def eval_faceacts(
     if output_format not in ("text", "json"):
         raise fail("--format must be one of text, json")
     run_eval_faceacts(file, output_format=output_format, cv=cv, linear_only=linear_only, retrain=retrain,
-                      encoder=encoder, layers=layers, escalate=escalation)
+                      encoder=encoder, layers=layers, escalate=escalation, split=split)
 
 
 @app.command("train-intent")
@@ -349,12 +354,22 @@ def train_intent(
     layers: LayersOption = None,
     retrain: RetrainOption = False,
     escalation: EscalationOption = True,
+    everyday: Annotated[
+        str | None,
+        typer.Option("--everyday", help="Only fit the everyday head (domain gate, everyday tuned half, abstention "
+                     "threshold) on this everyday face-act CSV's train/dev parts, on top of the halves already built."),
+    ] = None,
+    everyday_half: Annotated[
+        str | None,
+        typer.Option("--everyday-half", help="With --everyday: a folder holding an everyday tuned half already "
+                     "trained by the same recipe (tuned.npz), instead of fine-tuning one (10-30 min)."),
+    ] = None,
 ) -> None:
     """Rebuild the intent (face-act) model from the labelled data, deterministically."""
     from guardian.detectors.intent_cli import run_train_intent
 
     run_train_intent(out=out, data=data, linear_only=linear_only, encoder=encoder, layers=layers, retrain=retrain,
-                     escalate=escalation)
+                     escalate=escalation, everyday=everyday, everyday_half=everyday_half)
 
 
 # --- retrieval + LLM agents (issue 5): index --------------------------------------------------

@@ -58,6 +58,9 @@ class Intent(_Frozen):
     domain_intention: str | None = None
     role: str | None = None
     detector: str
+    #: The model is not sure enough (top probability under its abstention threshold): kept for the
+    #: record and the pressure patterns, but renderers show no intent for the turn rather than a wrong one.
+    abstained: bool = False
 
 
 class DetectorError(_Frozen):

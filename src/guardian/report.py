@@ -127,7 +127,7 @@ def _json(rep: ConversationReport) -> dict[str, Any]:
 
 
 def _intents(assessment: Assessment | None) -> tuple[Any, ...]:
-    return assessment.intents if assessment is not None else ()
+    return tuple(i for i in assessment.intents if not i.abstained) if assessment is not None else ()
 
 
 # --- Markdown --------------------------------------------------------------------------------

@@ -33,6 +33,7 @@ import numpy as np
 
 from guardian.conversation import Conversation
 from guardian.detectors.base import Detector
+from guardian.detectors.intent_domain import PERSUASION_LIKE, ConversationDomain
 from guardian.detectors.intent_model import (
     CONTEXT,
     EscalationBudget,
@@ -85,6 +86,7 @@ class IntentDetector(Detector):
         self._cache_size = cache_size
         self._openers: OrderedDict[str, str] = OrderedDict()
         self._budgets: OrderedDict[str, EscalationBudget] = OrderedDict()
+        self._domains: OrderedDict[str, ConversationDomain] = OrderedDict()
 
     # -- loading --
 
@@ -116,10 +118,15 @@ class IntentDetector(Detector):
             ctx = tuple((p.speaker, p.text) for p in all_turns[max(0, pos - CONTEXT) : pos])
             utts.append(Utterance(t.text, t.speaker, ctx, t.speaker == opener, t.index))
         keys: list[_Key] = [(window.id, t.index, t.speaker, t.text, u.opener) for t, u in zip(turns, utts, strict=True)]
-        probs, vecs = self._predict(model, utts, keys, self._budget(window.id))
+        conversation_domain = self._domain(window.id)
+        probs, vecs = self._predict(model, utts, keys, self._budget(window.id), conversation_domain)
         roles = infer_roles([t.speaker for t in turns], probs, model.classes, opener=opener)
         acts = [model.classes[int(j)] for j in probs.argmax(1)]
-        setting = any(a in SETTING_ACTS for a in acts)
+        if model.everyday is not None:
+            # seed 002's descriptions were written for donation talk: only where the conversation reads like it
+            setting = conversation_domain.persuasion >= PERSUASION_LIKE
+        else:
+            setting = any(a in SETTING_ACTS for a in acts)
         out: list[Intent] = []
         for t, p, v, act in zip(turns, probs, vecs, acts, strict=True):
             role = roles.get(t.speaker)
@@ -128,6 +135,7 @@ class IntentDetector(Detector):
                 turn=t.index, speaker=t.speaker, face_act=act, score=round(float(p.max()), 4),
                 intention=act.general_intention, domain_intention=domain,
                 role=str(role) if role is not None else None, detector=self.name,
+                abstained=float(p.max()) < model.abstain_below,
             ))
         return out
 
@@ -164,14 +172,21 @@ class IntentDetector(Detector):
             budget = self._budgets.get(conversation_id) or EscalationBudget()
             return _remember(self._budgets, conversation_id, budget, self._cache_size)
 
+    def _domain(self, conversation_id: str) -> ConversationDomain:
+        """The conversation's running persuasion-likeness, fed each new turn once, like the budget."""
+        with self._lock:
+            domain = self._domains.get(conversation_id) or ConversationDomain()
+            return _remember(self._domains, conversation_id, domain, self._cache_size)
+
     def _predict(
-        self, model: IntentModel, utts: Sequence[Utterance], keys: Sequence[_Key], budget: EscalationBudget
+        self, model: IntentModel, utts: Sequence[Utterance], keys: Sequence[_Key], budget: EscalationBudget,
+        domain: ConversationDomain,
     ) -> tuple[np.ndarray, np.ndarray]:
         with self._lock:
             missing = [i for i, k in enumerate(keys) if k not in self._cache]
         if missing:
             p, v = model.predict_proba([utts[i] for i in missing], tuned=self._tuned,
-                                       budgets=[budget] * len(missing))
+                                       budgets=[budget] * len(missing), domains=[domain] * len(missing))
             with self._lock:
                 for row, i in enumerate(missing):
                     self._cache[keys[i]] = (p[row], v[row])

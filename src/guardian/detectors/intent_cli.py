@@ -14,6 +14,7 @@ import typer
 from guardian.errors import GuardianError, InputError
 
 if TYPE_CHECKING:
+    from guardian.corpora.conversations import Split as Part
     from guardian.detectors.intent_tuned import TuneConfig
     from guardian.encoders import EncoderName
 
@@ -57,7 +58,7 @@ def escalation_config(tune: TuneConfig, *, escalate: bool) -> TuneConfig | None:
 
 def run_eval_faceacts(
     file: str, *, output_format: str, cv: bool, linear_only: bool = False, retrain: bool = False,
-    encoder: str | None = None, layers: int | None = None, escalate: bool = True,
+    encoder: str | None = None, layers: int | None = None, escalate: bool = True, split: str | None = None,
 ) -> None:
     from guardian.detectors.intent_model import load_model
     from guardian.detectors.intent_train import evaluate_file
@@ -66,6 +67,9 @@ def run_eval_faceacts(
     path = Path(file)
     if not path.is_file():
         raise InputError("file not found", source=file)
+    if split not in (None, "train", "dev", "test"):
+        raise InputError(f"--split must be train, dev or test, not {split!r}")
+    part = cast("Part | None", split)
     _limit_threads()
     if cv:
         if not linear_only:
@@ -74,7 +78,7 @@ def run_eval_faceacts(
                        "an earlier run (--linear-only: a few minutes)", err=True)
         result = evaluate_file(path, cv=True, tune=None if linear_only else tune,
                                escalate=escalation_config(tune, escalate=escalate), reuse=not retrain,
-                               progress=_progress("fine-tuning, 5 folds"))
+                               progress=_progress("fine-tuning, 5 folds"), split=part)
     else:
         model = load_model()
         seen = _training_overlap(path, model.meta.get("data_sha256"))
@@ -83,7 +87,10 @@ def run_eval_faceacts(
                 f"{seen} conversation(s) of {file} are in the intent model's training data, so its scores "
                 "would be training-set scores; add --cv for out-of-fold figures"
             )
-        result = evaluate_file(path, model=model)
+        _everyday_overlap(path, model.everyday.meta if model.everyday is not None else {}, part)
+        result = evaluate_file(path, model=model, split=part)
+        if part == "dev" and model.everyday is not None and model.everyday.meta.get("data_sha256") == _sha256(path):
+            result["mode"] += " (dev part: the abstention threshold was chosen on it; --split test is held out)"
     if output_format == "json":
         typer.echo(json.dumps(result, sort_keys=True))
         return
@@ -93,6 +100,19 @@ def run_eval_faceacts(
     typer.echo(f"{'act':8} {'P':>6} {'R':>6} {'F1':>6} {'n':>6}")
     for act, m in result["per_class"].items():
         typer.echo(f"{act:8} {m['precision']:6.3f} {m['recall']:6.3f} {m['f1']:6.3f} {m['support']:6d}")
+
+
+def _sha256(path: Path) -> str:
+    from guardian.corpora.datasets import file_sha256
+
+    return file_sha256(path)
+
+
+def _everyday_overlap(path: Path, trained: dict[str, object], part: Part | None) -> None:
+    """The everyday head learnt from the train part of its file: scoring that part is not a test."""
+    if trained.get("data_sha256") == _sha256(path) and part not in ("dev", "test"):
+        raise GuardianError(f"the intent model's everyday head was trained on the train part of {path.name}; "
+                            "score its held-out part with --split test (or dev)")
 
 
 def _training_overlap(path: Path, trained_on: str | None) -> int:
@@ -122,11 +142,15 @@ def _training_overlap(path: Path, trained_on: str | None) -> int:
 
 def run_train_intent(
     *, out: str | None, data: str | None, linear_only: bool = False, encoder: str | None = None,
-    layers: int | None = None, retrain: bool = False, escalate: bool = True,
+    layers: int | None = None, retrain: bool = False, escalate: bool = True, everyday: str | None = None,
+    everyday_half: str | None = None,
 ) -> None:
     from guardian.detectors.intent_model import cached_artifact_dir
     from guardian.detectors.intent_train import train_and_save
 
+    if everyday is not None:
+        _train_everyday(out=out, everyday=everyday, data=data, half=everyday_half)
+        return
     tune = tune_config(encoder, layers)
     escalation = escalation_config(tune, escalate=escalate)
     _limit_threads()
@@ -143,3 +167,41 @@ def run_train_intent(
         " + mpnet escalation" if model.escalation is not None else "")
     typer.echo(f"intent model ({kind}, {len(model.classes)} face acts, {model.meta.get('n_train')} utterances) "
                f"written to {target}")
+
+
+def _train_everyday(*, out: str | None, everyday: str, data: str | None, half: str | None) -> None:
+    """Fit the everyday head on top of the halves already built (the bundled artifact, or the one
+    in `out` when it has one) and write it beside them: the head and gate in minutes, the everyday
+    tuned half in 10-30 more (or taken from `half`, a folder holding its tuned.npz)."""
+    import shutil
+
+    from guardian.corpora.datasets import faceacts_path, file_sha256, load_faceacts
+    from guardian.detectors.intent_domain_train import train_everyday
+    from guardian.detectors.intent_model import (
+        IntentModel,
+        bundled_artifact_dir,
+        cached_artifact_dir,
+    )
+    from guardian.detectors.intent_tuned import TunedFaceActs
+
+    path = Path(everyday)
+    if not path.is_file():
+        raise InputError("file not found", source=everyday)
+    _limit_threads()
+    target = Path(out) if out else cached_artifact_dir()
+    base = target if (target / "model.json").exists() else bundled_artifact_dir()
+    if base != target:
+        shutil.copytree(base, target, dirs_exist_ok=True)
+    model = IntentModel.load(target)
+    tuned = TunedFaceActs.load(Path(half)) if half else None
+    try:
+        chosen = train_everyday(model, load_faceacts(Path(data) if data else faceacts_path()), load_faceacts(path),
+                                data_sha256=file_sha256(path), tuned=tuned,
+                                progress=None if tuned else _progress("fine-tuning the everyday half"))
+    except ValueError as exc:
+        raise InputError(str(exc), source=everyday) from None
+    assert model.everyday is not None
+    model.everyday.save(target)
+    typer.echo(f"everyday head ({chosen['n_train']} train utterances; dev accuracy {chosen['dev_accuracy']:.3f}, "
+               f"intents shown below {chosen['abstain_below']:.3f} withheld: precision {chosen['dev_shown_precision']:.3f} "
+               f"on {chosen['dev_shown_share']:.0%} of the dev turns) written to {target}")

@@ -22,16 +22,35 @@ from __future__ import annotations
 
 import functools
 import json
-import math
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from guardian.detectors.intent_domain import (
+    EVERYDAY_FILE,
+    EVERYDAY_META,
+    ConversationDomain,
+    EverydayHead,
+)
+from guardian.detectors.intent_features import (
+    CONTEXT as CONTEXT,  # re-exported: the features' old home
+)
+from guardian.detectors.intent_features import DENSE_DIM as DENSE_DIM
+from guardian.detectors.intent_features import ENCODER_DIM as ENCODER_DIM
+from guardian.detectors.intent_features import SIDE_PARAMS as SIDE_PARAMS
+from guardian.detectors.intent_features import WORD_PARAMS as WORD_PARAMS
+from guardian.detectors.intent_features import FeatureConfig as FeatureConfig
+from guardian.detectors.intent_features import NGrams as NGrams
+from guardian.detectors.intent_features import Utterance as Utterance
+from guardian.detectors.intent_features import _jsonable, _params
+from guardian.detectors.intent_features import assemble as assemble
+from guardian.detectors.intent_features import context_vectors as context_vectors
+from guardian.detectors.intent_features import side_text as side_text
+from guardian.detectors.intent_features import structural_features as structural_features
 from guardian.detectors.intent_tuned import TUNED_FILE, TunedFaceActs, pair_text
 from guardian.errors import ModelUnavailable
 from guardian.locations import cache_dir, package_dir
@@ -39,8 +58,6 @@ from guardian.sentence_encoder import SentenceEncoder, limit_torch_threads, shar
 from guardian.taxonomy import PERSUASION_INTENTIONS, FaceAct
 
 ARTIFACT_VERSION = 1
-ENCODER_DIM = 384
-CONTEXT = 2  # previous utterances encoded as context
 #: Share of the fine-tuned model in the averaged probabilities (fixed before the CV run, docs/intent.md).
 TUNED_WEIGHT = 0.5
 #: The escalation half (all-mpnet-base-v2 cut to six layers, 3x MiniLM's cost per pair) is run only
@@ -61,14 +78,6 @@ ESCALATION_MAX_LEN = 64
 #: .5458, 26.5 % escalated (unbudgeted: .7241 / .6416 / .5431, 28 %); the bench's runs: 33-40 % (was 33-60 %).
 ESCALATION_RATE = 0.35
 ESCALATION_SLACK = 2
-# The n-gram vocabularies: word 1-2 grams, and side-tagged unigrams (see `side_text`).
-# (Character n-grams were tried and did not help: 0.667 vs 0.672 accuracy in CV.)
-WORD_PARAMS: dict[str, Any] = {"analyzer": "word", "ngram_range": (1, 2), "lowercase": True,
-                               "token_pattern": r"(?u)\b\w+\b|[?!]"}
-SIDE_PARAMS: dict[str, Any] = {"analyzer": "word", "ngram_range": (1, 1), "lowercase": True,
-                               "token_pattern": r"\S+"}
-
-
 def bundled_artifact_dir() -> Path:
     return package_dir() / "resources" / "intent_model"
 
@@ -84,130 +93,6 @@ def default_encoder() -> SentenceEncoder:
     """The utterance encoder (and cache) shared with the local model: a live turn is encoded once,
     when it arrives, and reused as context for the turns after it."""
     return shared_encoder()
-
-
-# --- features --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Utterance:
-    """One utterance in context: what the featuriser needs, nothing dataset-specific."""
-
-    text: str
-    speaker: str
-    context: tuple[tuple[str, str], ...]  # (speaker, text) of up to CONTEXT previous utterances, oldest first
-    opener: bool  # the speaker opened the conversation (the asking side in a request setting)
-    position: int  # index in the conversation
-
-
-def structural_features(u: Utterance) -> np.ndarray:
-    """Small hand-made features: who spoke before, where we are, question marks."""
-    prev = list(reversed(u.context))
-    feats = [
-        1.0 if u.opener else 0.0,
-        min(u.position, 40) / 40.0,
-        1.0 if u.position == 0 else 0.0,
-        1.0 if "?" in u.text else 0.0,
-        min(len(u.text.split()), 40) / 40.0,
-    ]
-    for k in range(CONTEXT):
-        if k < len(prev):
-            speaker, text = prev[k]
-            feats += [1.0, 1.0 if speaker == u.speaker else 0.0, 1.0 if "?" in text else 0.0]
-        else:
-            feats += [0.0, 0.0, 0.0]
-    return np.asarray(feats, dtype=np.float32)
-
-
-class NGrams:
-    """TF-IDF n-grams rebuilt from a saved vocabulary and idf (scikit-learn's analyzer, no pickle)."""
-
-    def __init__(self, params: dict[str, Any], vocabulary: dict[str, int], idf: np.ndarray) -> None:
-        from sklearn.feature_extraction.text import TfidfVectorizer
-
-        self.params = params
-        self.vocabulary = vocabulary
-        self.idf = idf.astype(np.float32)
-        self._analyze = TfidfVectorizer(**params).build_analyzer()
-
-    @classmethod
-    def fit(cls, texts: Sequence[str], params: dict[str, Any], *, min_df: int = 2) -> NGrams:
-        from sklearn.feature_extraction.text import TfidfVectorizer
-
-        vec = TfidfVectorizer(**params, min_df=min_df, sublinear_tf=True)
-        vec.fit(texts)
-        vocab = {str(k): int(v) for k, v in vec.vocabulary_.items()}
-        return cls(params, vocab, np.asarray(vec.idf_))
-
-    def transform(self, texts: Sequence[str]) -> Any:
-        """Sparse (n, |V|) sublinear tf-idf, L2-normalised rows."""
-        from scipy.sparse import csr_matrix
-
-        rows: list[int] = []
-        cols: list[int] = []
-        vals: list[float] = []
-        for r, text in enumerate(texts):
-            counts: dict[int, int] = {}
-            for gram in self._analyze(text):
-                j = self.vocabulary.get(gram)
-                if j is not None:
-                    counts[j] = counts.get(j, 0) + 1
-            weights = {j: (1.0 + math.log(c)) * float(self.idf[j]) for j, c in counts.items()}
-            norm = math.sqrt(sum(w * w for w in weights.values())) or 1.0
-            for j, w in weights.items():
-                rows.append(r)
-                cols.append(j)
-                vals.append(w / norm)
-        return csr_matrix((vals, (rows, cols)), shape=(len(texts), len(self.vocabulary)), dtype=np.float32)
-
-
-@dataclass(frozen=True, slots=True)
-class FeatureConfig:
-    """How strongly each block enters the linear model (blocks are concatenated, then weighted)."""
-
-    dense_weight: float = 1.0
-    context_weight: float = 0.6
-    struct_weight: float = 1.0
-    word_weight: float = 1.0
-    side_weight: float = 1.0
-    C: float = 2.0
-
-
-def side_text(u: Utterance) -> str:
-    """The utterance's words tagged with the speaker's side (opener or not) for side-specific unigrams."""
-    tag = "o_" if u.opener else "r_"
-    return " ".join(tag + w for w in u.text.lower().split())
-
-
-def assemble(
-    utterances: Sequence[Utterance], u_vecs: np.ndarray, ctx_vecs: np.ndarray, word: Any, side: Any,
-    cfg: FeatureConfig,
-) -> Any:
-    """One sparse design matrix from the blocks (same code path in training and at run time)."""
-    from scipy.sparse import csr_matrix, hstack
-
-    opener = np.array([[1.0 if u.opener else 0.0] for u in utterances], dtype=np.float32)
-    struct = np.vstack([structural_features(u) for u in utterances])
-    dense = np.hstack([
-        u_vecs * cfg.dense_weight, u_vecs * opener * cfg.dense_weight,
-        ctx_vecs * cfg.context_weight, ctx_vecs * opener * cfg.context_weight,
-        struct * cfg.struct_weight,
-    ])
-    return hstack([csr_matrix(dense), word * cfg.word_weight, side * cfg.side_weight], format="csr")
-
-
-DENSE_DIM = 2 * ENCODER_DIM * (1 + CONTEXT) + 5 + 3 * CONTEXT
-
-
-def context_vectors(encoder: SentenceEncoder, utterances: Sequence[Utterance]) -> np.ndarray:
-    """(n, CONTEXT*384): vectors of the previous utterances, newest first, zeros where absent."""
-    out = np.zeros((len(utterances), CONTEXT * ENCODER_DIM), dtype=np.float32)
-    needed = list({t for u in utterances for _, t in u.context})
-    vecs = dict(zip(needed, encoder.encode(needed), strict=True)) if needed else {}
-    for i, u in enumerate(utterances):
-        for k, (_, text) in enumerate(reversed(u.context)):
-            out[i, k * ENCODER_DIM : (k + 1) * ENCODER_DIM] = vecs[text]
-    return out
 
 
 # --- the escalation budget ---------------------------------------------------------------------
@@ -264,7 +149,9 @@ class IntentModel:
         tuned_weight: float = TUNED_WEIGHT,
         escalation: TunedFaceActs | None = None,
         escalate_below: float = ESCALATE_BELOW,
+        everyday: EverydayHead | None = None,
     ) -> None:
+        self.linear_classes = classes  # the linear half's rows (the persuasion corpus has no sneg-)
         self.classes = classes
         self.coef = coef.astype(np.float32)
         self.intercept = intercept.astype(np.float32)
@@ -282,35 +169,74 @@ class IntentModel:
             escalation.threads = ESCALATION_THREADS
             escalation.max_len = min(ESCALATION_MAX_LEN, escalation.config.max_len)
         self.escalated = 0  # utterances the escalation half re-assessed (evaluation reports the share)
+        self._everyday: EverydayHead | None = None
+        self.everyday = everyday
 
-    def features(self, utterances: Sequence[Utterance]) -> tuple[Any, np.ndarray]:
+    @property
+    def everyday(self) -> EverydayHead | None:
+        """The everyday head (`intent_domain`); with it the model predicts its acts too (sneg-)."""
+        return self._everyday
+
+    @everyday.setter
+    def everyday(self, head: EverydayHead | None) -> None:
+        self._everyday = head
+        acts = set(self.linear_classes) | (set(head.classes) if head is not None else set())
+        self.classes = sorted(acts, key=list(FaceAct).index)
+
+    @property
+    def abstain_below(self) -> float:
+        """Top probability under which an intent is not shown (0: always shown; `intent_domain`)."""
+        return self.everyday.abstain_below if self.everyday is not None else 0.0
+
+    def features(self, utterances: Sequence[Utterance]) -> tuple[Any, np.ndarray, np.ndarray]:
+        """(design matrix, utterance vectors, context vectors): the last two feed the everyday head too."""
         texts = [u.text for u in utterances]
         u_vecs = self.encoder.encode(texts)
+        ctx_vecs = context_vectors(self.encoder, utterances)
         x = assemble(
             utterances,
             u_vecs,
-            context_vectors(self.encoder, utterances),
+            ctx_vecs,
             self.word.transform(texts),
             self.side.transform([side_text(u) for u in utterances]),
             self.config,
         )
-        return x, u_vecs
+        return x, u_vecs, ctx_vecs
+
+    def _persuasion_likeness(self, u_vecs: np.ndarray, domains: Sequence[ConversationDomain] | None) -> np.ndarray:
+        """g per utterance: its conversation's running value when `domains` are given, else its own."""
+        assert self.everyday is not None
+        logits = self.everyday.gate.logits(u_vecs)
+        if domains is None:
+            return np.asarray(1.0 / (1.0 + np.exp(-np.clip(logits, -30, 30))), dtype=np.float32)
+        return np.array([d.observe(float(z)) for d, z in zip(domains, logits, strict=True)], dtype=np.float32)
 
     def predict_proba(
         self, utterances: Sequence[Utterance], *, tuned: bool = True,
         budgets: Sequence[EscalationBudget] | None = None,
+        domains: Sequence[ConversationDomain] | None = None,
     ) -> tuple[np.ndarray, np.ndarray]:
         """(probabilities (n, classes), utterance vectors (n, 384)); `tuned=False` skips the
         fine-tuned half (the linear model alone: less accurate, one MiniLM pass cheaper).
 
         `budgets`: each utterance's conversation budget (utterances of one conversation in turn
         order), so that only the unsure turns the budget admits are escalated; without it every
-        unsure turn is."""
+        unsure turn is. `domains`: each utterance's conversation domain state (with an everyday head:
+        the blend follows the conversation's persuasion-likeness; without it, each utterance's own)."""
         if budgets is not None and len(budgets) != len(utterances):
             raise ValueError(f"{len(budgets)} budgets for {len(utterances)} utterances")
+        if domains is not None and len(domains) != len(utterances):
+            raise ValueError(f"{len(domains)} domain states for {len(utterances)} utterances")
         if not utterances:
             return np.zeros((0, len(self.classes)), np.float32), np.zeros((0, ENCODER_DIM), np.float32)
-        half = self.tuned if tuned else None
+        everyday_half = self.everyday.tuned if self.everyday is not None and tuned else None
+        if everyday_half is not None and domains is not None and len(utterances) > 1:
+            # Which tuned half reads a turn depends on its conversation's turns before it: one at a time.
+            rows = [self.predict_proba([u], tuned=tuned, budgets=None if budgets is None else [budgets[i]],
+                                       domains=[domains[i]]) for i, u in enumerate(utterances)]
+            return np.vstack([r[0] for r in rows]), np.vstack([r[1] for r in rows])
+        routed = everyday_half is not None and domains is not None and domains[0].everyday_so_far()
+        half = (everyday_half if routed else self.tuned) if tuned else None
         pending = None
         pairs: list[tuple[str, str]] = []
         if half is not None:
@@ -320,33 +246,62 @@ class IntentModel:
             self.prepare()
             pairs = [pair_text(u.text, u.speaker, u.opener, u.context) for u in utterances]
             pending = _tuned_pool().submit(half.predict_proba, pairs)
-            x, u_vecs = _linear_pool().submit(self.features, utterances).result()
+            x, u_vecs, ctx_vecs = _linear_pool().submit(self.features, utterances).result()
         else:
-            x, u_vecs = self.features(utterances)
+            x, u_vecs, ctx_vecs = self.features(utterances)
         logits = np.asarray(x @ self.coef.T) + self.intercept
         logits -= logits.max(axis=1, keepdims=True)
         p = np.exp(logits)
         p /= p.sum(axis=1, keepdims=True)
-        if half is not None and pending is not None:
-            linear = p
-            p = (1.0 - self.tuned_weight) * linear + self.tuned_weight * self._aligned(half, pending.result())
-            if self.escalation is not None:
-                # Where linear + MiniLM are unsure, mpnet-6 replaces MiniLM: the accurate model for
-                # the hard third of the turns, MiniLM's cost for the rest.
-                below = p.max(axis=1) < self.escalate_below
-                if budgets is not None:
-                    below = np.array([b.admit(bool(u)) for b, u in zip(budgets, below, strict=True)], dtype=bool)
-                unsure = np.flatnonzero(below)
-                if unsure.size:
-                    self.escalated += int(unsure.size)
-                    deep = self._aligned(self.escalation, self.escalation.predict_proba([pairs[i] for i in unsure]))
-                    p[unsure] = (1.0 - self.tuned_weight) * linear[unsure] + self.tuned_weight * deep
+        if self.classes != self.linear_classes:
+            p = self._aligned_rows(self.linear_classes, p)
+        mix = self._mixer(p, utterances, u_vecs, ctx_vecs, domains)
+        if half is None or pending is None:
+            return mix(None), u_vecs
+        p = mix(self._aligned(half, pending.result()))
+        if self.escalation is not None and not routed:
+            # Where linear + MiniLM are unsure, mpnet-6 replaces MiniLM: the accurate model for
+            # the hard third of the turns, MiniLM's cost for the rest.
+            below = p.max(axis=1) < self.escalate_below
+            if budgets is not None:
+                below = np.array([b.admit(bool(u)) for b, u in zip(budgets, below, strict=True)], dtype=bool)
+            unsure = np.flatnonzero(below)
+            if unsure.size:
+                self.escalated += int(unsure.size)
+                deep = np.zeros_like(p)
+                deep[unsure] = self._aligned(self.escalation, self.escalation.predict_proba([pairs[i] for i in unsure]))
+                p[unsure] = mix(deep)[unsure]
         return p, u_vecs
+
+    def _mixer(
+        self, linear: np.ndarray, utterances: Sequence[Utterance], u_vecs: np.ndarray, ctx_vecs: np.ndarray,
+        domains: Sequence[ConversationDomain] | None,
+    ) -> Callable[[np.ndarray | None], np.ndarray]:
+        """The final probabilities as a function of a tuned half's (None: no tuned half): linear and
+        tuned averaged by `tuned_weight`; with an everyday head, that average weighted by the
+        persuasion-likeness g and the head's own average with the tuned half by 1 - g."""
+        everyday = self.everyday
+        if everyday is None:
+            return lambda tuned: linear if tuned is None else (1.0 - self.tuned_weight) * linear + self.tuned_weight * tuned
+        head = everyday.proba(utterances, u_vecs, ctx_vecs, self.classes)
+        g = self._persuasion_likeness(u_vecs, domains)[:, None]
+
+        def mix(tuned: np.ndarray | None) -> np.ndarray:
+            if tuned is None:
+                return g * linear + (1.0 - g) * head
+            persuasion = (1.0 - self.tuned_weight) * linear + self.tuned_weight * tuned
+            return g * persuasion + (1.0 - g) * ((1.0 - everyday.tuned_weight) * head + everyday.tuned_weight * tuned)
+
+        return mix
 
     def _aligned(self, half: TunedFaceActs, probabilities: np.ndarray) -> np.ndarray:
         """A tuned half's probabilities in this model's class order."""
+        return self._aligned_rows(half.classes, probabilities)
+
+    def _aligned_rows(self, classes: Sequence[FaceAct], probabilities: np.ndarray) -> np.ndarray:
+        """Probabilities over `classes` in this model's class order (zero for acts they lack)."""
         aligned = np.zeros((len(probabilities), len(self.classes)), dtype=np.float32)
-        for j, c in enumerate(half.classes):
+        for j, c in enumerate(classes):
             if c in self.classes:
                 aligned[:, self.classes.index(c)] = probabilities[:, j]
         return aligned
@@ -354,7 +309,7 @@ class IntentModel:
     def prepare(self) -> None:
         """Open (building on first use) the int8 files of both tuned halves, so that no live turn waits
         for an export: mpnet-6's takes about half a minute."""
-        for half in (self.tuned, self.escalation):
+        for half in (self.tuned, self.escalation, self.everyday.tuned if self.everyday is not None else None):
             if half is not None:
                 half.prepare()
 
@@ -373,7 +328,7 @@ class IntentModel:
         meta = {
             **self.meta,
             "artifact_version": ARTIFACT_VERSION,
-            "classes": [str(c) for c in self.classes],
+            "classes": [str(c) for c in self.linear_classes],
             "config": {f: getattr(self.config, f) for f in FeatureConfig.__dataclass_fields__},
             "word": {"params": _jsonable(self.word.params), "vocabulary": self.word.vocabulary},
             "side": {"params": _jsonable(self.side.params), "vocabulary": self.side.vocabulary},
@@ -389,6 +344,11 @@ class IntentModel:
             self.escalation.save(directory, file=ESCALATION_FILE, int8=True)
         else:
             (directory / ESCALATION_FILE).unlink(missing_ok=True)
+        if self.everyday is not None:
+            self.everyday.save(directory)
+        else:
+            (directory / EVERYDAY_FILE).unlink(missing_ok=True)
+            (directory / EVERYDAY_META).unlink(missing_ok=True)
         (directory / "model.json").write_text(json.dumps(meta, sort_keys=True), encoding="utf-8")
 
     @classmethod
@@ -423,6 +383,7 @@ class IntentModel:
                 tuned_weight=float(tuned_meta["weight"]) if tuned_meta else TUNED_WEIGHT,
                 escalation=escalation,
                 escalate_below=float(escalation_meta["below"]) if escalation_meta else ESCALATE_BELOW,
+                everyday=EverydayHead.load(directory),
             )
         except (OSError, ValueError, KeyError, TypeError, json.JSONDecodeError) as exc:
             raise ModelUnavailable(
@@ -455,14 +416,6 @@ def _linear_pool() -> ThreadPoolExecutor:
     shared host, torch's two threads beside onnxruntime's one made plain turns 16-18 ms instead of
     11-12 (docs/intent.md, "Latency")."""
     return _named_pool("linear", 1, functools.partial(limit_torch_threads, 1))
-
-
-def _jsonable(params: dict[str, Any]) -> dict[str, Any]:
-    return {k: list(v) if isinstance(v, tuple) else v for k, v in params.items()}
-
-
-def _params(params: dict[str, Any]) -> dict[str, Any]:
-    return {k: tuple(v) if isinstance(v, list) else v for k, v in params.items()}
 
 
 _model_lock = threading.Lock()

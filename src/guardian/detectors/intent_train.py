@@ -19,9 +19,12 @@ from typing import Any
 import numpy as np
 
 from guardian import locations
+from guardian.corpora.conversations import Split as Part
+from guardian.corpora.conversations import split_of
 from guardian.corpora.datasets import FaceActUtterance, faceacts_path, file_sha256, load_faceacts
 from guardian.corpora.folds import conversation_folds
 from guardian.detectors.finetune import class_weights
+from guardian.detectors.intent_domain import ConversationDomain
 from guardian.detectors.intent_model import (
     CONTEXT,
     ESCALATION_RATE,
@@ -46,6 +49,9 @@ from guardian.taxonomy import PERSUASION_INTENTIONS, FaceAct
 CLASS_WEIGHT_POWER = 0.75  # 0 = no re-weighting, 1 = fully "balanced"; 0.75 chosen by CV (docs/intent.md)
 
 
+#: Who said the `previous` turn of a conversation that starts mid-way (not one of its speakers).
+PREVIOUS_SPEAKER = "(previous)"
+
 #: The escalation half of the shipped model (`IntentModel.escalation`): mpnet cut to six layers.
 ESCALATION = TuneConfig(encoder="mpnet", layers=6)
 
@@ -61,6 +67,8 @@ def utterances_in_context(rows: Sequence[FaceActUtterance], *, context: int = CO
 
     The opener is the conversation's first speaker: the persuader in the corpus,
     and the side that starts the request in most settings. No role label is read.
+    A conversation that starts mid-way (its first row has `previous`) gets that turn as the first
+    row's context, said by someone else (`PREVIOUS_SPEAKER`).
     """
     by_conv: dict[str, list[int]] = defaultdict(list)
     for i, r in enumerate(rows):
@@ -69,8 +77,12 @@ def utterances_in_context(rows: Sequence[FaceActUtterance], *, context: int = CO
     for idx in by_conv.values():
         idx.sort(key=lambda i: rows[i].turn)
         opener = rows[idx[0]].speaker
+        before = rows[idx[0]].previous
+        lead = ((PREVIOUS_SPEAKER, before),) if before and rows[idx[0]].turn > 0 else ()
         for pos, i in enumerate(idx):
             ctx = tuple((rows[j].speaker, rows[j].utterance) for j in idx[max(0, pos - context) : pos])
+            if len(ctx) < context and pos < context:
+                ctx = (lead + ctx)[-context:]
             out[i] = Utterance(rows[i].utterance, rows[i].speaker, ctx, rows[i].speaker == opener, pos)
     return [u for u in out if u is not None]
 
@@ -87,13 +99,21 @@ def conversation_budgets(rows: Sequence[FaceActUtterance]) -> list[EscalationBud
     return [by_conversation.setdefault(r.conversation_id, EscalationBudget()) for r in rows]
 
 
+def conversation_domains(rows: Sequence[FaceActUtterance]) -> list[ConversationDomain]:
+    """One running persuasion-likeness per conversation, the same object for each of its rows."""
+    by_conversation: dict[str, ConversationDomain] = {}
+    return [by_conversation.setdefault(r.conversation_id, ConversationDomain()) for r in rows]
+
+
 def predict_in_turn_order(
     model: IntentModel, rows: Sequence[FaceActUtterance], utts: Sequence[Utterance], indices: Iterable[int]
 ) -> tuple[list[int], np.ndarray]:
     """(`indices` in turn order, their probabilities in that order): each conversation fed to the
-    model in turn order with one escalation budget, as the live detector spends it."""
+    model in turn order with one escalation budget and one domain state, as the live detector does."""
     order = in_turn_order(rows, indices)
-    probs, _ = model.predict_proba([utts[i] for i in order], budgets=conversation_budgets([rows[i] for i in order]))
+    in_order = [rows[i] for i in order]
+    probs, _ = model.predict_proba([utts[i] for i in order], budgets=conversation_budgets(in_order),
+                                   domains=conversation_domains(in_order))
     return order, probs
 
 
@@ -242,15 +262,16 @@ def latency_p50(model: IntentModel, rows: Sequence[FaceActUtterance], *, limit: 
     everything = utterances_in_context(rows)
     utts = [everything[i] for i in order]
     budgets = conversation_budgets([rows[i] for i in order])
+    domains = conversation_domains([rows[i] for i in order])
     if not utts:
         return 0.0
     model.encoder.encode([t for u in utts for _, t in u.context])
     model.predict_proba(utts[:1])  # load the encoder
     times: list[float] = []
-    for u, budget in zip(utts, budgets, strict=True):
+    for u, budget, domain in zip(utts, budgets, domains, strict=True):
         model.encoder.forget([u.text])  # a new turn's own text is not cached yet
         t0 = time.perf_counter()
-        model.predict_proba([u], budgets=[budget])
+        model.predict_proba([u], budgets=[budget], domains=[domain])
         times.append((time.perf_counter() - t0) * 1000)
     return round(float(np.median(times)), 2)
 
@@ -264,15 +285,17 @@ def evaluate_file(
     escalate: TuneConfig | None = None,
     reuse: bool = True,
     progress: Callable[[int, int], None] | None = None,
+    split: Part | None = None,
 ) -> dict[str, Any]:
     """Metrics for a face-act CSV: with `cv`, out-of-fold over its own conversations (fine-tuning
     in every fold when `tune` is given, as the shipped model is built, reusing fold models
-    trained on the same inputs before unless `reuse` is off); else with `model`."""
+    trained on the same inputs before unless `reuse` is off); else with `model`. `split`: only
+    the conversations of that part (`split_of`, as the everyday set is divided)."""
     from guardian.detectors.intent_model import load_model
 
-    rows = load_faceacts(path)
+    rows = [r for r in load_faceacts(path) if split is None or split_of(r.conversation_id) == split]
     if not rows:
-        raise InputError("no utterances in the file", source=str(path))
+        raise InputError("no utterances in the file" + (f" in its {split} part" if split else ""), source=str(path))
     if cv:
         oof = cross_validate(rows, tune=tune, escalate=escalate, reuse=reuse, progress=progress)
         result = metrics([r.face_act for r in rows], oof.predicted)
@@ -298,12 +321,26 @@ def evaluate_file(
         probs[order] = in_order
         predicted = [lat_model.classes[int(j)] for j in probs.argmax(1)]
         result = metrics([r.face_act for r in rows], predicted)
+        result.update(shown_metrics([r.face_act for r in rows], predicted, probs.max(1), lat_model.abstain_below))
         result["mode"] = "trained model" + (
             " (WARNING: this file is its training data)"
             if lat_model.meta.get("data_sha256") == file_sha256(Path(path)) else ""
         )
     result["latency_ms_p50"] = latency_p50(lat_model, rows)
     return result
+
+
+def shown_metrics(
+    gold: Sequence[FaceAct], predicted: Sequence[FaceAct], confidence: np.ndarray, threshold: float
+) -> dict[str, Any]:
+    """What a user sees: the intents at or above the abstention threshold, their share and precision
+    (all shown intents, and those that are not `other`)."""
+    shown = confidence >= threshold
+    right = np.array([g == p for g, p in zip(gold, predicted, strict=True)], dtype=bool)
+    acts = shown & np.array([p is not FaceAct.OTHER for p in predicted], dtype=bool)
+    return {"abstain_below": round(float(threshold), 4), "shown_share": round(float(shown.mean()), 4),
+            "shown_precision": round(float(right[shown].mean()), 4) if shown.any() else None,
+            "shown_acts_precision": round(float(right[acts].mean()), 4) if acts.any() else None}
 
 
 def _describe(config: TuneConfig) -> str:

@@ -346,6 +346,21 @@ class TunedFaceActs:
             head_bias=net.out.bias.detach().float().numpy().copy(), config=config,
         )
 
+    def with_classes(self, extra: set[FaceAct]) -> TunedFaceActs:
+        """This model with a head row for each act in `extra` it lacks (zero weights: it starts
+        undecided about them), classes in `FaceAct` order; itself when nothing is missing."""
+        classes = sorted(set(self.classes) | extra, key=list(FaceAct).index)
+        if classes == self.classes:
+            return self
+        weight = np.zeros((len(classes), self.head_weight.shape[1]), dtype=np.float32)
+        bias = np.zeros(len(classes), dtype=np.float32)
+        for j, c in enumerate(classes):
+            if c in self.classes:
+                weight[j] = self.head_weight[self.classes.index(c)]
+                bias[j] = self.head_bias[self.classes.index(c)]
+        return TunedFaceActs(classes=classes, layers=self.layers, head_weight=weight, head_bias=bias,
+                             config=self.config, threads=self.threads, max_len=self.max_len)
+
     def network(self) -> Any:
         """The float32 torch network with these weights (what the int8 file is made from)."""
         torch = _torch()
@@ -486,8 +501,13 @@ def train_tuned(
     config: TuneConfig | None = None,
     teacher: np.ndarray | None = None,
     progress: Callable[[int, int], None] | None = None,
+    start: TunedFaceActs | None = None,
 ) -> TunedFaceActs:
     """Fine-tune the encoder's layers and a head on `pairs`. Deterministic for a seed on one thread.
+
+    `start`: go on from that fine-tuned model (its layers, head and classes; `labels` must be among
+    them) instead of the shipped encoder with a fresh head: the everyday half learns everyday
+    conventions on top of what the persuasion half knows (issue 25).
 
     `teacher`: another model's logits for `pairs` (columns in `FaceAct` order of the classes
     present); the student then also learns from them, as `config.soft_share` and
@@ -498,15 +518,18 @@ def train_tuned(
     from guardian.detectors.finetune import class_weights, fit
 
     torch = _torch()
-    config = config or TuneConfig()
-    classes = sorted(set(labels), key=list(FaceAct).index)
+    config = config or start.config if start is not None else config or TuneConfig()
+    assert config is not None
+    if start is not None:
+        start = start.with_classes(set(labels))
+    classes = list(start.classes) if start is not None else sorted(set(labels), key=list(FaceAct).index)
     y = np.array([classes.index(a) for a in labels])
     weights = class_weights(labels, power=config.class_weight_power)
-    weight = torch.tensor([weights[str(c)] for c in classes], dtype=torch.float32)
+    weight = torch.tensor([weights.get(str(c), 1.0) for c in classes], dtype=torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(str(encoder_path(config.encoder)), local_files_only=True)
     ids, types = _tokenize(tokenizer, pairs, config.max_len)
     torch.manual_seed(config.seed)
-    net = _network(len(classes), config)
+    net = start.network() if start is not None else _network(len(classes), config)
     total = config.epochs * batches_per_epoch(len(y), config.batch_size)
     soft = None
     if teacher is not None:

@@ -68,7 +68,7 @@ class TurnView(Widget):
             reason = terminal_safe(self.assessment.not_assessed, one_line=True)
             text.append(f"  (not assessed: {reason})", style=style("turn--intent"))
         for intent in self.assessment.intents if self.assessment is not None else ():
-            if intent.turn == self.turn.index:
+            if intent.turn == self.turn.index and not intent.abstained:
                 intention = terminal_safe(intent.intention, one_line=True)
                 text.append(f"\n  ↳ {intention} ({intent.face_act.value} {intent.score:.2f})",
                             style=style("turn--intent"))

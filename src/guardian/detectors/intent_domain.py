@@ -1,0 +1,190 @@
+"""The everyday side of the face-act model: a domain gate, an everyday head and abstention (issue 25).
+
+Why: the shipped halves were trained on one setting, persuasion for charity, whose annotators
+labelled information questions and their answers `other`; in everyday conversations most clear acts
+(requests, complaints, self-praise) came out as `other`, and about one turn in three was right.
+Retraining the fine-tuned halves costs hours on a small machine, so the cheap parts change:
+
+- **Domain gate**: a logistic regression on an utterance's MiniLM vector (persuasion corpus against
+  everyday utterances: DailyDialog, SGD, phone calls, MentalManip). A conversation's
+  persuasion-likeness `g` is the sigmoid of the running mean of its utterances' gate logits
+  (`ConversationDomain`, one per conversation, fed its turns in order like `EscalationBudget`).
+- **Everyday head**: a linear model on the linear half's features (its own n-gram vocabulary),
+  trained on the persuasion corpus and the everyday set together with the features copied once
+  for everyday rows only (feature augmentation: shared weights plus everyday-specific ones; the
+  copy is folded into one weight matrix when saved, so it costs one matrix product).
+- **Blend**: p = g x (persuasion model: linear + tuned) + (1 - g) x (everyday head + tuned at
+  `tuned_weight`); on the persuasion corpus g is near 1, so its figures stand.
+- **Abstain**: an intent whose top probability is below `abstain_below` (tuned for precision on
+  the everyday set's dev part) is marked abstained; renderers show no intent for it.
+
+Plain arrays and JSON, like the rest of the artifact (no pickle).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from guardian.detectors.intent_tuned import TunedFaceActs
+from guardian.taxonomy import FaceAct
+
+if TYPE_CHECKING:
+    from guardian.detectors.intent_features import FeatureConfig, NGrams, Utterance
+
+EVERYDAY_FILE = "everyday.npz"
+EVERYDAY_META = "everyday.json"
+EVERYDAY_TUNED_FILE = "everyday_tuned.npz"
+#: A conversation is persuasion-like (seed 002's charity descriptions are shown) from this g on.
+PERSUASION_LIKE = 0.5
+
+
+@dataclass(frozen=True, slots=True)
+class DomainGate:
+    """Persuasion-likeness of one utterance: logit = vector . weights + bias (positive: persuasion)."""
+
+    weights: np.ndarray
+    bias: float
+
+    def logits(self, vectors: np.ndarray) -> np.ndarray:
+        return np.asarray(vectors, dtype=np.float32) @ self.weights.astype(np.float32) + np.float32(self.bias)
+
+
+class ConversationDomain:
+    """Running persuasion-likeness of one conversation: sigmoid of the mean gate logit of its turns
+    so far. Mutable, one per conversation, fed each turn once, in order (the detector keeps one per
+    conversation id; evaluation one per conversation)."""
+
+    __slots__ = ("_lock", "count", "total")
+
+    def __init__(self) -> None:
+        self.total = 0.0
+        self.count = 0
+        self._lock = threading.Lock()
+
+    def observe(self, logit: float) -> float:
+        """Count one more turn's gate logit; the conversation's g after it."""
+        with self._lock:
+            self.total += float(logit)
+            self.count += 1
+            return self._g()
+
+    def everyday_so_far(self) -> bool:
+        """Whether the next turn goes to the everyday tuned half: no turn seen yet, or g < PERSUASION_LIKE."""
+        with self._lock:
+            return self.count == 0 or self._g() < PERSUASION_LIKE
+
+    @property
+    def persuasion(self) -> float:
+        with self._lock:
+            return self._g()
+
+    def _g(self) -> float:
+        if not self.count:
+            return 0.5
+        z = max(-30.0, min(30.0, self.total / self.count))
+        return 1.0 / (1.0 + math.exp(-z))
+
+
+class EverydayHead:
+    """The everyday linear head, the domain gate, the tuned half's share and the abstention threshold."""
+
+    def __init__(
+        self, *, classes: list[FaceAct], coef: np.ndarray, intercept: np.ndarray, word: NGrams, side: NGrams,
+        config: FeatureConfig, gate: DomainGate, tuned_weight: float, abstain_below: float,
+        meta: dict[str, Any] | None = None, tuned: TunedFaceActs | None = None,
+    ) -> None:
+        self.classes = classes
+        self.coef = coef.astype(np.float32)
+        self.intercept = intercept.astype(np.float32)
+        self.word = word
+        self.side = side
+        self.config = config
+        self.gate = gate
+        self.tuned_weight = tuned_weight
+        self.abstain_below = abstain_below
+        self.meta = dict(meta or {})
+        #: The everyday tuned half: the persuasion MiniLM half fine-tuned further on everyday pairs (it
+        #: knows sneg-, which the corpus lacks); it reads the turns of conversations that are not
+        #: persuasion-like in its place, so a turn still costs one tuned pass.
+        self.tuned = tuned
+
+    def proba(self, utterances: Sequence[Utterance], u_vecs: np.ndarray, ctx_vecs: np.ndarray,
+              classes: Sequence[FaceAct]) -> np.ndarray:
+        """The head's probabilities, in `classes` order (the model's)."""
+        from guardian.detectors.intent_features import assemble, side_text
+
+        x = assemble(utterances, u_vecs, ctx_vecs, self.word.transform([u.text for u in utterances]),
+                     self.side.transform([side_text(u) for u in utterances]), self.config)
+        logits = np.asarray(x @ self.coef.T) + self.intercept
+        logits -= logits.max(axis=1, keepdims=True)
+        p = np.exp(logits)
+        p /= p.sum(axis=1, keepdims=True)
+        out = np.zeros((len(utterances), len(classes)), dtype=np.float32)
+        for j, c in enumerate(self.classes):
+            if c in classes:
+                out[:, list(classes).index(c)] = p[:, j]
+        return out
+
+    # -- persistence --
+
+    def save(self, directory: Path) -> None:
+        from guardian.detectors.intent_features import _jsonable
+
+        np.savez_compressed(directory / EVERYDAY_FILE, coef=self.coef.astype(np.float16), intercept=self.intercept,
+                            word_idf=self.word.idf, side_idf=self.side.idf,
+                            gate_weights=self.gate.weights.astype(np.float32))
+        meta = {
+            **self.meta,
+            "classes": [str(c) for c in self.classes],
+            "config": {f: getattr(self.config, f) for f in type(self.config).__dataclass_fields__},
+            "word": {"params": _jsonable(self.word.params), "vocabulary": self.word.vocabulary},
+            "side": {"params": _jsonable(self.side.params), "vocabulary": self.side.vocabulary},
+            "gate_bias": self.gate.bias, "tuned_weight": self.tuned_weight, "abstain_below": self.abstain_below,
+        }
+        if self.tuned is not None:
+            self.tuned.save(directory, file=EVERYDAY_TUNED_FILE, int8=True)
+        else:
+            (directory / EVERYDAY_TUNED_FILE).unlink(missing_ok=True)
+        (directory / EVERYDAY_META).write_text(json.dumps(meta, sort_keys=True), encoding="utf-8")
+
+    @classmethod
+    def load(cls, directory: Path) -> EverydayHead | None:
+        """The head saved in `directory`, or None when the artifact has none (a persuasion-only model).
+        A damaged one raises ValueError/OSError/KeyError (the caller says it as ModelUnavailable)."""
+        from guardian.detectors.intent_features import (
+            DENSE_DIM,
+            ENCODER_DIM,
+            FeatureConfig,
+            NGrams,
+            _params,
+        )
+
+        if not (directory / EVERYDAY_META).exists():
+            return None
+        meta = json.loads((directory / EVERYDAY_META).read_text(encoding="utf-8"))
+        with np.load(directory / EVERYDAY_FILE, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        word = NGrams(_params(meta["word"]["params"]), meta["word"]["vocabulary"], arrays["word_idf"])
+        side = NGrams(_params(meta["side"]["params"]), meta["side"]["vocabulary"], arrays["side_idf"])
+        classes = [FaceAct(c) for c in meta["classes"]]
+        coef = arrays["coef"].astype(np.float32)
+        expected = (len(classes), DENSE_DIM + len(word.vocabulary) + len(side.vocabulary))
+        if coef.shape != expected:
+            raise ValueError(f"everyday head weights have shape {coef.shape}, expected {expected}")
+        gate = arrays["gate_weights"]
+        if gate.shape != (ENCODER_DIM,):
+            raise ValueError(f"domain gate has shape {gate.shape}, expected ({ENCODER_DIM},)")
+        return cls(classes=classes, coef=coef, intercept=arrays["intercept"], word=word, side=side,
+                   config=FeatureConfig(**meta["config"]), gate=DomainGate(gate, float(meta["gate_bias"])),
+                   tuned_weight=float(meta["tuned_weight"]), abstain_below=float(meta["abstain_below"]),
+                   meta={k: v for k, v in meta.items() if k not in ("word", "side")},
+                   tuned=TunedFaceActs.load(directory, file=EVERYDAY_TUNED_FILE)
+                   if (directory / EVERYDAY_TUNED_FILE).exists() else None)

@@ -1,0 +1,137 @@
+"""Intents in everyday conversations (issue 25): the domain gate, the everyday head, abstention."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from guardian.analyze import render_markdown
+from guardian.cli import main
+from guardian.conversation import Conversation
+from guardian.detectors.intent import IntentDetector
+from guardian.detectors.intent_domain import ConversationDomain
+from guardian.detectors.intent_domain_train import part_of, precision_threshold
+from guardian.detectors.intent_model import IntentModel, bundled_artifact_dir, load_model
+from guardian.detectors.intent_train import evaluate_file
+from guardian.eval.datasets import load_faceacts
+from guardian.findings import Assessment, Intent
+from guardian.locations import bundled_data_dir
+from guardian.taxonomy import FaceAct
+
+EVERYDAY = bundled_data_dir() / "faceacts" / "everyday.csv"
+#: Floors for the shipped model on the held-out everyday part (measured: docs/intent.md, "Everyday
+#: conversations"); a regression below them fails here, the figures themselves come from the file.
+TEST_ACCURACY_FLOOR = 0.70
+TEST_SHOWN_PRECISION_FLOOR = 0.80
+
+
+def test_conversation_domain_is_the_sigmoid_of_the_running_mean_logit() -> None:
+    domain = ConversationDomain()
+    assert domain.persuasion == 0.5
+    assert domain.observe(2.0) == pytest.approx(1 / (1 + np.exp(-2.0)))
+    assert domain.observe(-4.0) == pytest.approx(1 / (1 + np.exp(1.0)))  # mean of 2 and -4
+    assert domain.persuasion == pytest.approx(1 / (1 + np.exp(1.0)))
+    assert domain.observe(1e9) == pytest.approx(1.0)  # clipped, no overflow
+
+
+def test_precision_threshold_is_the_lowest_that_reaches_the_target() -> None:
+    confidence = np.array([0.9, 0.8, 0.7, 0.6, 0.5, 0.4])
+    correct = np.array([True, True, True, False, True, False])
+    threshold, precision, coverage = precision_threshold(confidence, correct, target=0.85, min_coverage=0.3)
+    assert (threshold, precision, coverage) == (0.7, 1.0, 0.5)
+    # no threshold reaches it with enough coverage: the most precise one that keeps the coverage
+    threshold, precision, coverage = precision_threshold(confidence, correct, target=0.99, min_coverage=0.8)
+    assert threshold == 0.5 and precision == pytest.approx(0.8) and coverage == pytest.approx(5 / 6)
+
+
+def test_the_everyday_set_splits_by_conversation_and_keeps_both_labels() -> None:
+    rows = load_faceacts(EVERYDAY)
+    assert len(rows) >= 600
+    parts = {p: part_of(rows, p) for p in ("train", "dev", "test")}
+    assert sum(len(v) for v in parts.values()) == len(rows)
+    ids = {p: {r.conversation_id for r in v} for p, v in parts.items()}
+    assert not ids["train"] & ids["test"] and not ids["dev"] & ids["test"] and not ids["train"] & ids["dev"]
+    import csv
+
+    with EVERYDAY.open(encoding="utf-8") as f:
+        table = list(csv.DictReader(f))
+    assert all(r["label_a"] and r["label_b"] for r in table)
+    assert all(r["face_act"] in (r["label_a"], r["label_b"]) for r in table)
+
+
+def test_renderers_show_no_intent_for_an_abstained_turn() -> None:
+    chat = Conversation.from_pairs([("a", "Could you send me the report by five?")])
+
+    def intent(abstained: bool) -> Intent:
+        return Intent(turn=0, speaker="a", face_act=FaceAct.HNEG_MINUS, score=0.4,
+                      intention=FaceAct.HNEG_MINUS.general_intention, detector="intent", abstained=abstained)
+
+    shown = render_markdown(chat, [Assessment(conversation_id="c", turn=0, intents=(intent(False),))])
+    hidden = render_markdown(chat, [Assessment(conversation_id="c", turn=0, intents=(intent(True),))])
+    assert FaceAct.HNEG_MINUS.general_intention in shown
+    assert FaceAct.HNEG_MINUS.general_intention not in hidden
+
+
+def test_the_shipped_model_carries_the_everyday_head() -> None:
+    model = load_model()
+    assert model.everyday is not None
+    assert 0.0 < model.abstain_below < 1.0
+    assert model.everyday.meta["trained_on"] == "train"
+    size = sum(f.stat().st_size for f in bundled_artifact_dir().glob("everyday.*"))
+    assert size < 2_000_000
+
+
+def test_the_everyday_heads_train_part_is_not_scored_as_a_test(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["eval", "faceacts", str(EVERYDAY), "--split", "train"]) == 2
+    assert "--split test" in capsys.readouterr().err
+    assert main(["eval", "faceacts", str(EVERYDAY), "--split", "nope"]) == 2
+    assert "train, dev or test" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_held_out_everyday_accuracy_is_computed_from_the_file_and_above_its_floor() -> None:
+    result = evaluate_file(EVERYDAY, split="test")
+    assert result["n"] == len(part_of(load_faceacts(EVERYDAY), "test"))
+    assert result["accuracy"] >= TEST_ACCURACY_FLOOR
+    assert result["shown_precision"] >= TEST_SHOWN_PRECISION_FLOOR
+    assert 0.3 < result["shown_share"] < 1.0
+
+
+@pytest.mark.slow
+def test_everyday_acts_are_recognised_and_charity_descriptions_stay_in_charity_talk() -> None:
+    detector = IntentDetector()
+    gaslighting = Conversation.from_pairs([
+        ("Maya", "You said you'd pick me up at six. I waited an hour."),
+        ("Daniel", "I never said that. You're overreacting, as usual."),
+        ("Maya", "You texted me this morning. I can show you the message."),
+        ("Daniel", "Honestly, nobody else would put up with you. Know your place."),
+    ], id="gaslighting")
+    put_down = detector.analyze(gaslighting).intents[0]
+    assert put_down.face_act is FaceAct.HPOS_MINUS
+    assert put_down.domain_intention is None  # not a donation talk: the general description only
+    work = Conversation.from_pairs([("Ann", "Morning Tom."), ("Tom", "Morning."),
+                                    ("Ann", "Send me the report by five today.")], id="work")
+    assert detector.analyze(work).intents[0].face_act is FaceAct.HNEG_MINUS
+    donation = Conversation.from_pairs([
+        ("Kim", "Have you heard of Save the Children? They help kids in need around the world."),
+        ("Lee", "I think so, yes."),
+        ("Kim", "Would you consider donating some of your task payment to Save the Children?"),
+    ], id="donation")
+    ask = detector.analyze(donation).intents[0]
+    assert ask.face_act is FaceAct.HNEG_MINUS and ask.domain_intention is not None
+
+
+@pytest.mark.slow
+def test_an_artifact_without_the_everyday_head_still_loads_and_never_abstains(tmp_path: Path) -> None:
+    shutil.copytree(bundled_artifact_dir(), tmp_path / "m")
+    for f in (tmp_path / "m").glob("everyday.*"):
+        f.unlink()
+    model = IntentModel.load(tmp_path / "m")
+    assert model.everyday is None and model.abstain_below == 0.0
+    result = IntentDetector(model_path=tmp_path / "m").analyze(Conversation.from_pairs([("a", "Hello there.")]))
+    assert not result.intents[0].abstained
+    json.dumps(result.model_dump(mode="json"))
