@@ -259,6 +259,9 @@ class IntentModel:
         if half is None or pending is None:
             return mix(None), u_vecs
         p = mix(self._aligned(half, pending.result()))
+        if routed and budgets is not None:
+            for b in budgets:  # counted all the same: the budget follows the conversation's turns
+                b.admit(False)
         if self.escalation is not None and not routed:
             # Where linear + MiniLM are unsure, mpnet-6 replaces MiniLM: the accurate model for
             # the hard third of the turns, MiniLM's cost for the rest.
