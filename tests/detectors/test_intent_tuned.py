@@ -176,7 +176,8 @@ def test_first_prediction_in_a_fresh_process_loads_both_halves(tmp_path: Path) -
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip() == "1.0"
-    assert len(list((tmp_path / "intent_int8").glob("*.int8.onnx"))) == 2  # MiniLM's and the escalation half's
+    # MiniLM's, the escalation half's and the everyday half's (issue 25)
+    assert len(list((tmp_path / "intent_int8").glob("*.int8.onnx"))) == 3
     assert done.stderr == ""
 
 
@@ -254,19 +255,23 @@ def test_a_sliding_window_costs_one_tuned_pass_per_new_turn_and_keeps_the_sides(
     lines = [("Ann", "Would you give a dollar to the shelter?"), ("Bob", "No, sorry, not today.")] * 7
     conv = Conversation.from_pairs(lines, id="slide")
     detector = IntentDetector()
-    tuned = detector.model().tuned
-    assert tuned is not None
+    model = detector.model()
+    # the persuasion half, and the everyday half that reads a conversation's first turn (issue 25)
+    halves = [h for h in (model.tuned, model.everyday.tuned if model.everyday is not None else None) if h is not None]
     calls: list[int] = []
-    original = tuned.predict_proba
-    tuned.predict_proba = lambda pairs, **kw: calls.append(len(pairs)) or original(pairs, **kw)  # type: ignore[method-assign]
+    for half in halves:
+        original = half.predict_proba
+        half.predict_proba = (  # type: ignore[method-assign]
+            lambda pairs, _original=original, **kw: calls.append(len(pairs)) or _original(pairs, **kw))
     try:
         roles = []
         for i in range(len(conv)):
             intents = detector.intents(conv.upto(i).window(4))
             roles.append({x.speaker: x.role for x in intents})
     finally:
-        del tuned.predict_proba
-    assert calls == [1] * len(conv)  # earlier turns come from the cache, even once the window slid on
+        for half in halves:
+            del half.predict_proba
+    assert calls == [1] * len(conv)  # one tuned pass per new turn: earlier turns come from the cache
     assert all(r.get("Ann") in (None, "persuader") for r in roles)  # Ann opened: still the asking side
 
 
