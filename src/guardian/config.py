@@ -82,6 +82,11 @@ class IntentSettings(_Section):
         description="average the fine-tuned MiniLM with the linear face-act model (more accurate, "
         "one more MiniLM pass per turn); false = the linear model alone",
     )
+    abstain_below: float | None = Field(
+        default=None, ge=0.0, le=1.0,
+        description="show no intent for a turn whose top probability is below this; None = the model's own "
+        "threshold (tuned for precision .85 on everyday dev turns, docs/intent.md); 0 = show every intent",
+    )
 
 
 class AudioSettings(_Section):

@@ -112,6 +112,8 @@ def test_everyday_acts_are_recognised_and_charity_descriptions_stay_in_charity_t
     ], id="gaslighting")
     put_down = detector.analyze(gaslighting).intents[0]
     assert put_down.face_act is FaceAct.HPOS_MINUS
+    assert put_down.abstained is (put_down.score < load_model().abstain_below)
+    assert not IntentDetector(abstain_below=0.0).analyze(gaslighting).intents[0].abstained  # the setting shows all
     assert put_down.domain_intention is None  # not a donation talk: the general description only
     work = Conversation.from_pairs([("Ann", "Morning Tom."), ("Tom", "Morning."),
                                     ("Ann", "Send me the report by five today.")], id="work")

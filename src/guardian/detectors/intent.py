@@ -69,13 +69,18 @@ class IntentDetector(Detector):
         pattern_config: PatternConfig | None = None,
         cache_size: int = 20_000,
         tuned: bool | None = None,
+        abstain_below: float | None = None,
     ) -> None:
-        """`tuned`: average in the fine-tuned MiniLM (default: the `[intent] tuned` setting, true)."""
-        if tuned is None:
+        """`tuned`: average in the fine-tuned MiniLM (default: the `[intent] tuned` setting, true).
+        `abstain_below`: the threshold under which an intent is marked abstained (default: the
+        `[intent] abstain_below` setting, else the model's own)."""
+        if tuned is None or abstain_below is None:
             from guardian.config import settings
 
-            tuned = settings().intent.tuned
+            tuned = settings().intent.tuned if tuned is None else tuned
+            abstain_below = settings().intent.abstain_below if abstain_below is None else abstain_below
         self._tuned = tuned
+        self._abstain_below = abstain_below
         self._model_path = Path(model_path) if model_path is not None else None
         self._model: IntentModel | None = None
         self._context_turns = context_turns
@@ -127,6 +132,7 @@ class IntentDetector(Detector):
             setting = conversation_domain.persuasion >= PERSUASION_LIKE
         else:
             setting = any(a in SETTING_ACTS for a in acts)
+        below = model.abstain_below if self._abstain_below is None else self._abstain_below
         out: list[Intent] = []
         for t, p, v, act in zip(turns, probs, vecs, acts, strict=True):
             role = roles.get(t.speaker)
@@ -135,7 +141,7 @@ class IntentDetector(Detector):
                 turn=t.index, speaker=t.speaker, face_act=act, score=round(float(p.max()), 4),
                 intention=act.general_intention, domain_intention=domain,
                 role=str(role) if role is not None else None, detector=self.name,
-                abstained=float(p.max()) < model.abstain_below,
+                abstained=float(p.max()) < below,
             ))
         return out
 
