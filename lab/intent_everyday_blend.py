@@ -43,7 +43,7 @@ def simulate(rows, z, lin, head, tuned, esc, tuned2, w):  # type: ignore[no-unty
         routed_any[i] = routed
         g = d.observe(float(z[i]))
         t = tuned2[i] if routed else tuned[i]
-        mix = lambda t: g * (0.5 * lin[i] + 0.5 * t) + (1 - g) * ((1 - w) * head[i] + w * t)  # noqa: E731
+        mix = lambda t, i=i, g=g: g * (0.5 * lin[i] + 0.5 * t) + (1 - g) * ((1 - w) * head[i] + w * t)  # noqa: E731
         p = mix(t)
         if not routed and budgets[rows[i].conversation_id].admit(bool(p.max() < ESCALATE_BELOW)):
             p = mix(esc[i])

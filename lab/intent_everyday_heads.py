@@ -43,7 +43,7 @@ def blend(rows, idx, z, lin, head, tuned, esc, *, tw_old=0.5, tw_head=0.5, gate_
         g = domains[cid].observe(z[i]) if gate_on else 1.0
         gs[i] = g
 
-        def mix(t):  # type: ignore[no-untyped-def]
+        def mix(t, i=i, g=g):  # type: ignore[no-untyped-def]
             return g * ((1 - tw_old) * lin[i] + tw_old * t) + (1 - g) * ((1 - tw_head) * head[i] + tw_head * t)
 
         p = mix(tuned[i])
@@ -62,7 +62,7 @@ def score(rows, idx, p, classes, label):  # type: ignore[no-untyped-def]
 
 
 def head_proba(head, utts_rows, vec, classes):  # type: ignore[no-untyped-def]
-    from guardian.detectors.intent_domain import EverydayHead, DomainGate
+    from guardian.detectors.intent_domain import DomainGate, EverydayHead
     from guardian.detectors.intent_model import FeatureConfig
     from guardian.detectors.intent_train import utterances_in_context
 
@@ -96,10 +96,10 @@ def main(path: str, test: bool) -> None:
     evaluate = "test" if test else "dev"
     score(ev, parts[evaluate], old, classes, "shipped model")
     candidates = [
-        dict(augment=True, everyday_weight=4.0, c=1.0),
-        dict(augment=True, everyday_weight=8.0, c=1.0),
-        dict(augment=False, everyday_weight=4.0, c=1.0),
-        dict(augment=True, everyday_weight=4.0, c=0.3),
+        {"augment": True, "everyday_weight": 4.0, "c": 1.0},
+        {"augment": True, "everyday_weight": 8.0, "c": 1.0},
+        {"augment": False, "everyday_weight": 4.0, "c": 1.0},
+        {"augment": True, "everyday_weight": 4.0, "c": 0.3},
     ]
     if test:
         candidates = [eval(sys.argv[3])]
@@ -115,13 +115,13 @@ def main(path: str, test: bool) -> None:
             m = score(ev, parts[evaluate], p, classes, f"  tuned share {tw}")
             dev = parts["dev"]
             conf = p[dev].max(1)
-            correct = np.array([classes[int(j)] == ev[i].face_act for i, j in zip(dev, p[dev].argmax(1))])
+            correct = np.array([classes[int(j)] == ev[i].face_act for i, j in zip(dev, p[dev].argmax(1), strict=True)])
             thr, prec, cov = precision_threshold(conf, correct, target=0.85)
             print(f"    dev threshold {thr:.3f}: precision {prec:.3f}, coverage {cov:.3f}")
             if test:
                 idx = parts["test"]
                 shown = p[idx].max(1) >= thr
-                correct = np.array([classes[int(j)] == ev[i].face_act for i, j in zip(idx, p[idx].argmax(1))])
+                correct = np.array([classes[int(j)] == ev[i].face_act for i, j in zip(idx, p[idx].argmax(1), strict=True)])
                 print(f"    test with that threshold: precision {correct[shown].mean():.3f}, coverage {shown.mean():.3f}")
             results.append((m["macro_f1"] + m["accuracy"], cand, tw, thr))
     print("best:", max(results, key=lambda r: r[0]))

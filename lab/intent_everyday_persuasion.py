@@ -1,0 +1,85 @@
+"""What the everyday side changes on the persuasion corpus (issue 25): a bound for its CV figures.
+
+Re-running the corpus' 5-fold CV with fine-tuning takes hours on two cores, so this measures, with
+the shipped halves, which utterances the everyday side touches: the share of turns the everyday
+tuned half reads in place of the persuasion one (a conversation's first turn, and any turn where
+the conversation's persuasion-likeness is under .5), and the share whose predicted act differs
+from the persuasion-only model's. The CV accuracy can move by at most the latter.
+Usage: python lab/intent_everyday_persuasion.py FEATS.npz
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import defaultdict
+
+import numpy as np
+
+from guardian.detectors.intent_domain import ConversationDomain
+from guardian.detectors.intent_model import ESCALATE_BELOW, EscalationBudget, load_model
+from guardian.detectors.intent_train import utterances_in_context
+from guardian.detectors.intent_tuned import pair_text
+from guardian.eval.datasets import faceacts_path, load_faceacts
+
+
+def main(path: str) -> None:
+    f = np.load(path)
+    model = load_model()
+    head = model.everyday
+    assert head is not None and head.tuned is not None
+    rows = load_faceacts(faceacts_path())
+    utts = utterances_in_context(rows)
+    classes = model.classes
+    pcls = [c for c in classes if str(c) in set(f["classes"])]
+
+    def al(p: np.ndarray) -> np.ndarray:
+        out = np.zeros((len(p), len(classes)), np.float32)
+        for j, c in enumerate(f["classes"]):
+            out[:, [str(x) for x in classes].index(str(c))] = p[:, j]
+        return out
+
+    lin, tuned, esc = al(f["pe_lin"]), al(f["pe_tuned"]), al(f["pe_esc"])
+    hp = head.proba(utts, f["pe_u"], f["pe_ctx"], classes)
+    z = head.gate.logits(f["pe_u"])
+    order = sorted(range(len(rows)), key=lambda i: (rows[i].conversation_id, rows[i].turn))
+    routed = np.zeros(len(rows), bool)
+    doms: dict[str, ConversationDomain] = defaultdict(ConversationDomain)
+    gs = np.zeros(len(rows))
+    for i in order:
+        d = doms[rows[i].conversation_id]
+        routed[i] = d.everyday_so_far()
+        gs[i] = d.observe(float(z[i]))
+    idx = np.flatnonzero(routed)
+    t2 = np.zeros_like(tuned)
+    t2[idx] = model._aligned(head.tuned, head.tuned.predict_proba(
+        [pair_text(utts[i].text, utts[i].speaker, utts[i].opener, utts[i].context) for i in idx]))
+    old = np.zeros_like(tuned)
+    new = np.zeros_like(tuned)
+    b_old: dict[str, EscalationBudget] = defaultdict(EscalationBudget)
+    b_new: dict[str, EscalationBudget] = defaultdict(EscalationBudget)
+    w = head.tuned_weight
+    for i in order:
+        cid, g = rows[i].conversation_id, gs[i]
+        p = 0.5 * lin[i] + 0.5 * tuned[i]
+        old[i] = 0.5 * lin[i] + 0.5 * esc[i] if b_old[cid].admit(bool(p.max() < ESCALATE_BELOW)) else p
+        t = t2[i] if routed[i] else tuned[i]
+
+        def mix(t: np.ndarray, i: int = i, g: float = g) -> np.ndarray:
+            return g * (0.5 * lin[i] + 0.5 * t) + (1 - g) * ((1 - w) * hp[i] + w * t)
+
+        q = mix(t)
+        new[i] = mix(esc[i]) if not routed[i] and b_new[cid].admit(bool(q.max() < ESCALATE_BELOW)) else q
+    gold = np.array([classes.index(r.face_act) for r in rows])
+    po, pn = old.argmax(1), new.argmax(1)
+    print(f"{len(rows)} utterances; read by the everyday tuned half: {routed.mean():.4f}; "
+          f"persuasion-likeness g < .5: {np.mean(gs < .5):.4f}, < .9: {np.mean(gs < .9):.4f}")
+    print(f"predicted act differs from the persuasion-only model's: {np.mean(po != pn):.4f}")
+    print(f"in-sample accuracy (trained on these rows; only the difference means anything): "
+          f"persuasion-only {np.mean(po == gold):.4f}, with the everyday side {np.mean(pn == gold):.4f}")
+    print(f"abstained at {model.abstain_below:.3f}: {np.mean(new.max(1) < model.abstain_below):.4f}; "
+          f"sneg- predicted (absent from the corpus): {np.mean(pn == classes.index(classes[5])):.4f}"
+          if len(pcls) < len(classes) else "")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
