@@ -3,7 +3,9 @@
 Whole conversations are sampled (a few consecutive turns from each), so the
 held-out split of `guardian.corpora.conversations.split_of` stays by
 conversation. The previous turn is kept as context for the labellers.
-Usage: python lab/faceacts_sample.py OUT.csv
+Usage: python lab/faceacts_sample.py OUT.csv [--round 2]
+Round 2 (more training data) draws other conversations, from the train and dev
+parts only, so the held-out test part of round 1 stays what it was.
 """
 
 from __future__ import annotations
@@ -44,8 +46,14 @@ def _mentalmanip() -> list[dict]:
     return out
 
 
-def main(out: str) -> None:
-    rng = random.Random(25)
+def main(out: str, *, round_: int = 1) -> None:
+    from guardian.corpora.conversations import split_of
+
+    rng = random.Random(25 if round_ == 1 else 25 + round_)
+    taken: set[str] = set()
+    if round_ > 1:
+        with (ROOT / "data" / "faceacts" / "everyday.csv").open(encoding="utf-8") as f:
+            taken = {row["conversation_id"] for row in csv.DictReader(f)}
     calls = _jsonl("calls")
     pools = {
         "dailydialog": _jsonl("dailydialog"),
@@ -56,7 +64,10 @@ def main(out: str) -> None:
     }
     rows = []
     for source, (n_conv, per) in PLAN.items():
-        for conv in rng.sample(pools[source], n_conv):
+        pool = pools[source]
+        if round_ > 1:
+            pool = [c for c in pool if c["id"] not in taken and split_of(c["id"]) != "test"]
+        for conv in rng.sample(pool, n_conv):
             turns = conv["turns"]
             start = rng.randrange(0, max(1, len(turns) - per + 1))
             for i in range(start, min(len(turns), start + per)):
@@ -82,4 +93,4 @@ def main(out: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], round_=int(sys.argv[3]) if len(sys.argv) > 3 and sys.argv[2] == "--round" else 1)
