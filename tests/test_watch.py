@@ -136,6 +136,48 @@ def test_line_assembler_handles_json_lines_and_wrapped_turns() -> None:
     assert isinstance(bad[0], InputProblem) and bad[0].line == 5
 
 
+async def test_follow_drops_a_line_that_grows_past_the_turn_limit_and_keeps_reading(tmp_path: Path) -> None:
+    """A writer that never ends its line (or appends megabytes at once) cannot fill memory (issue 21)."""
+    path = tmp_path / "live.log"
+    path.write_text("Ann: first\n", encoding="utf-8")
+    stop = asyncio.Event()
+    got: list[TurnInput | InputProblem] = []
+
+    async def read() -> None:
+        async for item in follow_file(path, poll=0.02, idle_flush=0.05, stop=stop, max_turn_chars=100):
+            got.append(item)
+            if isinstance(item, TurnInput) and item.speaker == "Ben":
+                stop.set()
+                return
+
+    task = asyncio.create_task(read())
+    await asyncio.sleep(0.2)
+    with path.open("a", encoding="utf-8") as f:
+        for _ in range(50):  # 50 kB of one line, written in pieces, no newline yet
+            f.write("x" * 1000)
+            f.flush()
+        await asyncio.sleep(0.2)
+        f.write("\nBen: second\n")
+    await asyncio.wait_for(task, timeout=10)
+    assert [type(item).__name__ for item in got] == ["TurnInput", "InputProblem", "TurnInput"]
+    assert "longer than the 100 allowed" in got[1].message
+
+
+def test_the_follow_buffer_never_holds_more_than_a_line_may_take() -> None:
+    from guardian.watch_sources import LineTooLong, _TailLines
+
+    lines: asyncio.Queue[object] = asyncio.Queue()
+    tail = _TailLines(lines, limit=64)  # type: ignore[arg-type]
+    for _ in range(100):
+        tail.feed(b"y" * 50)
+        assert len(tail.partial) <= 64
+    tail.feed(b"tail of the long line\nAnn: ok\n" + b"z" * 70 + b"\n")
+    queued = [lines.get_nowait() for _ in range(lines.qsize())]
+    assert [type(q).__name__ for q in queued] == ["LineTooLong", "bytes", "LineTooLong"]
+    assert queued[1] == b"Ann: ok"
+    assert isinstance(queued[0], LineTooLong)
+
+
 async def test_follow_reads_what_is_appended(tmp_path: Path) -> None:
     path = tmp_path / "live.log"
     path.write_text("Ann: first\n", encoding="utf-8")

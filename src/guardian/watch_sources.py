@@ -253,6 +253,35 @@ async def read_stream(
         yield item
 
 
+class _TailLines:
+    """Splits appended bytes into lines for `follow_file`, holding at most `limit` bytes."""
+
+    def __init__(self, lines: asyncio.Queue[QueuedLine], *, limit: int) -> None:
+        self.lines = lines
+        self.limit = limit
+        self.partial = b""
+        self.skipping = False  # inside a line already reported as too long
+
+    def reset(self) -> None:
+        self.partial, self.skipping = b"", False
+
+    def feed(self, data: bytes) -> None:
+        *complete, rest = data.split(b"\n")
+        for piece in complete:
+            if self.skipping:
+                self.skipping = False  # the over-long line ends here
+                continue
+            raw = self.partial + piece
+            self.partial = b""
+            self.lines.put_nowait(LineTooLong() if len(raw) > self.limit else raw)
+        if self.skipping:
+            return
+        self.partial += rest
+        if len(self.partial) > self.limit:
+            self.partial, self.skipping = b"", True
+            self.lines.put_nowait(LineTooLong())
+
+
 async def follow_file(
     path: Path,
     *,
@@ -264,29 +293,35 @@ async def follow_file(
 ) -> AsyncIterator[SourceItem]:
     """Read a file from the start, then keep reading what is appended (like `tail -f`).
 
-    A file that shrinks (rotated or truncated) is read again from its start.
+    A file that shrinks (rotated or truncated) is read again from its start. What was
+    appended is read in pieces of at most `line_byte_limit` bytes, and a line (complete or
+    still growing) longer than that is dropped as `LineTooLong` with the rest of it skipped,
+    so a huge append or a writer that never ends its line cannot fill memory.
     """
     lines: asyncio.Queue[QueuedLine] = asyncio.Queue()
     stop = stop or asyncio.Event()
+    tail_lines = _TailLines(lines, limit=line_byte_limit(max_turn_chars))
 
     async def tail() -> None:
         pos = 0
-        partial = b""
         while not stop.is_set():
             try:
                 size = path.stat().st_size
             except FileNotFoundError:
                 size = 0
             if size < pos:
-                pos, partial = 0, b""
+                pos = 0
+                tail_lines.reset()
             if size > pos:
                 with path.open("rb") as f:
                     f.seek(pos)
-                    data = f.read(size - pos)
-                pos += len(data)
-                *complete, partial = (partial + data).split(b"\n")
-                for raw in complete:
-                    lines.put_nowait(raw)
+                    while pos < size and not stop.is_set():
+                        data = f.read(min(size - pos, tail_lines.limit))
+                        if not data:
+                            break
+                        pos += len(data)
+                        tail_lines.feed(data)
+                        await asyncio.sleep(0)
             await asyncio.sleep(poll)
         lines.put_nowait(None)
 
