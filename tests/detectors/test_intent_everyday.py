@@ -60,7 +60,13 @@ def test_the_everyday_set_splits_by_conversation_and_keeps_both_labels() -> None
     with EVERYDAY.open(encoding="utf-8") as f:
         table = list(csv.DictReader(f))
     assert all(r["label_a"] and r["label_b"] for r in table)
-    assert all(r["face_act"] in (r["label_a"], r["label_b"]) for r in table)
+    with (EVERYDAY.parent / "everyday_adjudication.csv").open(encoding="utf-8") as f:
+        adjudicated = {(r["round"], r["item"]): r["face_act"] for r in csv.DictReader(f)}
+    # a label differs from both labellers' only where the adjudicator chose it (round 2: four items)
+    third = [r for r in table if r["face_act"] not in (r["label_a"], r["label_b"])]
+    assert len(third) == 4 and all(r["round"] == "2" for r in third)
+    assert all(r["face_act"] in {a for (n, _), a in adjudicated.items() if n == "2"} for r in third)
+    assert {r["round"] for r in table} == {"1", "2"}
 
 
 def test_renderers_show_no_intent_for_an_abstained_turn() -> None:
