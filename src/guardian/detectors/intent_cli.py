@@ -89,7 +89,8 @@ def run_eval_faceacts(
             )
         _everyday_overlap(path, model.everyday.meta if model.everyday is not None else {}, part)
         result = evaluate_file(path, model=model, split=part)
-        if part == "dev" and model.everyday is not None and model.everyday.meta.get("data_sha256") == _sha256(path):
+        if part == "dev" and model.everyday is not None and (
+                model.everyday.meta.get("data_sha256") == _sha256(path) or _shares_everyday_train(path)):
             result["mode"] += " (dev part: the abstention threshold was chosen on it; --split test is held out)"
     if output_format == "json":
         typer.echo(json.dumps(result, sort_keys=True))
