@@ -97,3 +97,30 @@ def reference_rows(conversations: list[Conversation], default_options: ScreenOpt
 
     screener = Screener(default_options)
     return {c.id: screener.screen(Item(c.id, conversation=c)).row for c in conversations}
+
+
+@pytest.fixture(scope="session")
+def fresh_reference_rows(
+    conversations: list[Conversation], tmp_path_factory: pytest.TempPathFactory
+) -> dict[str, ConversationRow]:
+    """The sample screened by `guardian analyze --out` in a fresh process: what other processes must reproduce.
+
+    Not `reference_rows`: after the rest of the suite has run in this process (torch's thread
+    count, encoder state), its floats can differ from a fresh process's in the last bits, and
+    rows are compared exactly.
+    """
+    import subprocess
+    import sys
+
+    from guardian.bulk.sink import read_rows
+
+    folder = tmp_path_factory.mktemp("fresh_reference")
+    source = write_jsonl(folder / "convs.jsonl", conversations)
+    out = folder / "reference.jsonl"
+    guardian = Path(sys.executable).with_name("guardian")
+    proc = subprocess.run(
+        [str(guardian), "analyze", str(source), "--out", str(out), "--per-turn", "--jobs", "1"],
+        capture_output=True, text=True, timeout=600, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    return {r.id: r for r in read_rows(out)}

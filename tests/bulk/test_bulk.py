@@ -1,7 +1,8 @@
 """Bulk runs end to end with the real default detectors: every input form, both engines, a kill -9.
 
 Each run must reproduce `reference_rows` (the sample screened once in this process by
-the function `guardian analyze FILE` uses), in input order, with nothing twice.
+the function `guardian analyze FILE` uses; `fresh_reference_rows` for runs in other
+processes), in input order, with nothing twice.
 """
 
 from __future__ import annotations
@@ -37,6 +38,16 @@ def test_default_options_are_analyze_defaults(default_options: ScreenOptions) ->
     assert resolve_options(detectors=None, window=None, per_turn=True) == default_options
 
 
+def test_this_process_and_a_fresh_one_agree_on_every_decision(
+    reference_rows: dict[str, ConversationRow], fresh_reference_rows: dict[str, ConversationRow]
+) -> None:
+    assert fresh_reference_rows.keys() == reference_rows.keys()
+    for cid, row in reference_rows.items():
+        fresh = fresh_reference_rows[cid]
+        assert (fresh.decision, fresh.manipulator, fresh.first_flagged_turn) == (row.decision, row.manipulator, row.first_flagged_turn), cid
+        assert fresh.probability == pytest.approx(row.probability, abs=1e-3), cid
+
+
 def test_directory_jsonl_and_parquet_give_the_same_rows(
     tmp_path: Path,
     conversations: list[Conversation],
@@ -60,8 +71,9 @@ def test_directory_jsonl_and_parquet_give_the_same_rows(
 
 
 def test_a_row_says_what_guardian_analyze_file_says(
-    tmp_path: Path, conversations: list[Conversation], reference_rows: dict[str, ConversationRow]
+    tmp_path: Path, conversations: list[Conversation], fresh_reference_rows: dict[str, ConversationRow]
 ) -> None:
+    reference_rows = fresh_reference_rows
     flagged = next(c for c in conversations if reference_rows[c.id].decision and c.id.endswith(".txt"))
     folder = write_directory(tmp_path, [flagged])
     proc = subprocess.run(
@@ -82,9 +94,10 @@ def test_a_row_says_what_guardian_analyze_file_says(
 def test_local_processes_and_ray_give_identical_rows(
     tmp_path: Path,
     conversations: list[Conversation],
-    reference_rows: dict[str, ConversationRow],
+    fresh_reference_rows: dict[str, ConversationRow],
     default_options: ScreenOptions,
 ) -> None:
+    reference_rows = fresh_reference_rows  # the engines screen in worker processes
     ray = pytest.importorskip("ray", reason="the Ray extra is installed by `make setup` (pip install 'guardian[ray]')")
     source = str(write_jsonl(tmp_path / "convs.jsonl", conversations))
     expected = [reference_rows[c.id] for c in conversations]  # input order, from either engine
@@ -106,8 +119,9 @@ def test_local_processes_and_ray_give_identical_rows(
 
 
 def test_a_run_killed_mid_way_resumes_without_a_duplicate_or_a_loss(
-    tmp_path: Path, conversations: list[Conversation], reference_rows: dict[str, ConversationRow]
+    tmp_path: Path, conversations: list[Conversation], fresh_reference_rows: dict[str, ConversationRow]
 ) -> None:
+    reference_rows = fresh_reference_rows
     source = write_jsonl(tmp_path / "convs.jsonl", conversations)
     out = tmp_path / "results.parquet"
     args = [str(GUARDIAN), "analyze", str(source), "--out", str(out), "--per-turn", "--flush-rows", "2"]
