@@ -569,7 +569,7 @@ def serve(
 @app.command()
 def bench(
     suite: Annotated[
-        str, typer.Option("--suite", "-s", help="detect | intent | monitor | scale | audio | middleware | bulk | all")
+        str, typer.Option("--suite", "-s", help="detect | intent | monitor | scale | audio | middleware | bulk | serve | all (comma-separated for several)")
     ] = "all",
     output_format: Annotated[str, typer.Option("--format", "-f", help="json | text")] = "json",
     runs: Annotated[int, typer.Option("--runs", min=5, help="Measured runs per figure (median reported).")] = 5,
