@@ -10,38 +10,19 @@ Usage: python lab/intent_everyday_features.py OUT.npz
 
 from __future__ import annotations
 
-import json
-import random
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
-from guardian.corpora.conversations import conversations_dir, split_of
+from guardian.corpora.datasets import faceacts_path, load_faceacts
+from guardian.detectors.intent_domain_train import gate_texts  # the shipped gate's negatives
 from guardian.detectors.intent_model import context_vectors, load_model
 from guardian.detectors.intent_train import utterances_in_context
 from guardian.detectors.intent_tuned import pair_text
-from guardian.eval.datasets import faceacts_path, load_faceacts, load_mentalmanip
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def gate_texts(n_per_source: int = 800, seed: int = 25) -> list[str]:
-    """Utterances of train-part conversations from each everyday source (the gate's negatives)."""
-    rng = random.Random(seed)
-    out: list[str] = []
-    for name in ("dailydialog", "sgd", "calls"):
-        texts = []
-        with (conversations_dir() / f"{name}.jsonl").open(encoding="utf-8") as f:
-            for line in f:
-                conv = json.loads(line)
-                if split_of(conv["id"]) == "train":
-                    texts += [t["text"] for t in conv["turns"] if t["text"].strip()]
-        out += rng.sample(texts, min(n_per_source, len(texts)))
-    mm = [t.text for d in load_mentalmanip() if split_of(f"mm-{d.id}") == "train" for t in d.conversation.turns]
-    out += rng.sample(mm, min(n_per_source, len(mm)))
-    return out
 
 
 def halves(model, rows):  # type: ignore[no-untyped-def]
