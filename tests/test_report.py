@@ -45,7 +45,7 @@ def test_markdown_bolds_the_quote_and_gives_the_definition() -> None:
 def test_html_escapes_the_transcript_and_marks_quotes() -> None:
     page = render(_events(), fmt=ReportFormat.HTML, title="<b>t</b>")
     assert "<script>" not in page
-    assert "&lt;script&gt;alert(&quot;x&quot;)&lt;/script&gt;" in page
+    assert "&lt;script&gt;alert(&#34;x&#34;)&lt;/script&gt;" in page  # markupsafe's entities
     assert "<mark>stupid</mark>" in page
     assert "&lt;b&gt;t&lt;/b&gt;" in page
     assert Technique.SHAMING_OR_BELITTLEMENT.definition in page
@@ -128,6 +128,24 @@ def test_markdown_report_cannot_be_restructured_by_a_turn() -> None:
     assert page.count("<h1>") == 1 and page.count("<h2>") == 1  # the report's own title and conversation
     assert "# Fake heading" in page and "&lt;img src=x onerror=alert(1)&gt;" in page  # shown as text
     assert "<strong>stupid</strong>" in page  # the quote is still highlighted
+
+
+def test_markdown_escapes_every_value_not_only_the_transcript() -> None:
+    """The template's finalize escapes whatever it prints: title, detector names, error text."""
+    from guardian.events import ErrorRaised
+
+    events = [*_events(), ErrorRaised("chat", 1, "timeout", "took *too* long <b>", detector="word_test")]
+    text = render(events, fmt=ReportFormat.MARKDOWN, title="[t](javascript:x)")
+    assert text.startswith("# \\[t\\]\\(javascript:x\\)\n")
+    assert "- turn 1: timeout in word\\_test: took \\*too\\* long \\<b\\>" in text
+    assert text.endswith("\n\n") and "### Problems" in text
+
+
+def test_the_templates_ship_with_the_package() -> None:
+    from importlib.resources import files
+
+    names = {p.name for p in files("guardian").joinpath("templates").iterdir()}
+    assert {"report.md.j2", "report.html.j2", "report.css"} <= names
 
 
 def test_a_report_never_overwrites_its_own_log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

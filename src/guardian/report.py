@@ -5,17 +5,24 @@ so it shows exactly what was alerted at the time: the transcript with the quoted
 evidence highlighted, each finding with its definition, the intent of every turn
 and the risk over time. HTML escapes every transcript character: a conversation
 is untrusted input and must not be able to inject markup into the report.
+
+The Markdown and HTML pages are Jinja templates shipped in `guardian/templates`
+(`report.md.j2`, `report.html.j2`, `report.css`); this module assembles what they show.
+HTML is autoescaped; in Markdown every printed value is escaped by `markdown_text`.
 """
 
 from __future__ import annotations
 
-import html
 import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
+from functools import cache
 from pathlib import Path
 from typing import Any
+
+import jinja2
+from markupsafe import Markup
 
 from guardian.conversation import Evidence, Turn
 from guardian.errors import InputError
@@ -149,9 +156,6 @@ def markdown_text(text: str) -> str:
     return terminal_safe(text.replace("\r\n", " ").translate(_MD_SPECIAL))
 
 
-_md = markdown_text
-
-
 def _spans(text: str, evidence: list[Evidence]) -> list[tuple[str, bool]]:
     """Split a turn's text into (piece, highlighted) runs; overlapping spans are merged."""
     marks = sorted({(e.start, e.end) for e in evidence if 0 <= e.start < e.end <= len(text)})
@@ -173,127 +177,60 @@ def _spans(text: str, evidence: list[Evidence]) -> list[tuple[str, bool]]:
     return pieces
 
 
+# --- templates -------------------------------------------------------------------------------
+
+
+@cache
+def _environment(kind: str) -> jinja2.Environment:
+    """The Jinja environment of one output kind, loaded once from `guardian/templates`.
+
+    HTML autoescapes (markupsafe): every value a template prints is escaped unless it is
+    `Markup`, and only `risk_svg`'s chart of numbers is. Markdown has no autoescape of its
+    own, so `finalize` plays that part: every value printed goes through `markdown_text`.
+    """
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("guardian", "templates"),
+        autoescape=kind == "html",
+        finalize=(lambda value: markdown_text(str(value))) if kind == "markdown" else None,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+        undefined=jinja2.StrictUndefined,
+    )
+    env.globals.update(
+        spans=_spans,
+        intents=_intents,
+        title_of=finding_title,
+        definition=definition,
+        risk_svg=risk_svg,
+        risk_points=lambda rep: [rep.risk[i] for i in sorted(rep.risk)],
+        speakers_of=lambda rep: list(dict.fromkeys(t.speaker for t in rep.turns)),
+    )
+    return env
+
+
 def _markdown(reports: list[ConversationReport], title: str) -> str:
-    out = [f"# {_md(title)}", ""]
-    for rep in reports:
-        out += [f"## Conversation {_md(rep.conversation_id)}", ""]
-        out += [
-            f"{len(rep.turns)} turns, {len(rep.findings)} findings, peak risk {rep.peak_risk:.2f}.",
-            "",
-            "### Transcript",
-            "",
-        ]
-        for turn in rep.turns:
-            body = "".join(f"**{_md(p)}**" if hit else _md(p) for p, hit in _spans(turn.text, rep.evidence_in(turn.index)))
-            risk = rep.risk.get(turn.index)
-            suffix = f" *(risk {risk:.2f})*" if risk is not None else ""
-            out.append(f"{turn.index}. **{_md(turn.speaker)}**: {body}{suffix}")
-            for intent in _intents(rep.assessments.get(turn.index)):
-                out.append(f"   - intent: {_md(intent.intention)} ({intent.face_act.value}, {intent.score:.2f})")
-        out += ["", "### Findings", ""]
-        if not rep.findings:
-            out += ["No findings.", ""]
-        for raised, f in rep.findings:
-            quotes = "; ".join(f'"{_md(e.quote)}" (turn {e.turn})' for e in f.evidence) or "no quote"
-            vulns = ", ".join(v.value for v in f.vulnerabilities) or "—"
-            out += [
-                f"- **{_md(finding_title(f))}** — confidence {f.score:.2f}, by {_md(f.detector)}, raised at turn {raised}",
-                f"  - quote: {quotes}",
-                f"  - targets: {vulns}",
-                f"  - definition: {_md(definition(f))}",
-            ]
-            if f.explanation:
-                out.append(f"  - why: {_md(f.explanation)}")
-        if rep.errors:
-            out += ["", "### Problems", ""]
-            out += [f"- turn {e.turn}: {e.kind} in {e.detector or 'input'}: {_md(e.message)}" for e in rep.errors]
-        out.append("")
-    return "\n".join(out) + "\n"
+    return _environment("markdown").get_template("report.md.j2").render(reports=reports, title=title)
 
 
-# --- HTML ------------------------------------------------------------------------------------
-
-_CSS = """
-body{font-family:system-ui,sans-serif;max-width:60rem;margin:2rem auto;padding:0 1rem;color:#222}
-.turn{margin:.4rem 0}.speaker{font-weight:600}.s0{color:#1f5fbf}.s1{color:#b5451b}.s2{color:#2e7d32}
-.s3{color:#7b1fa2}mark{background:#ffd54f;padding:0 .1em}.intent{color:#666;font-size:.9em;margin-left:1.5rem}
-.risk{color:#888;font-size:.85em}.finding{border-left:4px solid #e53935;padding:.3rem .8rem;margin:.8rem 0}
-.bar{display:inline-block;height:.6em;background:#e53935}.def{color:#444}svg{border:1px solid #ddd}
-"""
+def _html(reports: list[ConversationReport], title: str) -> str:
+    return _environment("html").get_template("report.html.j2").render(reports=reports, title=title)
 
 
-def _e(text: str) -> str:
-    return html.escape(text, quote=True)
+def risk_svg(points: list[float], *, width: int = 480, height: int = 80) -> Markup:
+    """A small inline SVG line chart of risk per turn (0 at the bottom, 1 at the top).
 
-
-def risk_svg(points: list[float], *, width: int = 480, height: int = 80) -> str:
-    """A small inline SVG line chart of risk per turn (0 at the bottom, 1 at the top)."""
+    Built from numbers only, so it is `Markup` (safe to print unescaped in the HTML template)."""
     if not points:
-        return ""
+        return Markup("")
     step = width / max(1, len(points) - 1)
     coords = " ".join(
         f"{i * step:.1f},{height - max(0.0, min(1.0, p)) * (height - 4) - 2:.1f}" for i, p in enumerate(points)
     )
-    return (
+    return Markup(
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
         f'viewBox="0 0 {width} {height}" role="img" aria-label="risk per turn">'
         f'<polyline fill="none" stroke="#e53935" stroke-width="2" points="{coords}"/></svg>'
-    )
-
-
-def _html(reports: list[ConversationReport], title: str) -> str:
-    body: list[str] = [f"<h1>{_e(title)}</h1>"]
-    for rep in reports:
-        speakers = list(dict.fromkeys(t.speaker for t in rep.turns))
-        body.append(f"<h2>Conversation {_e(rep.conversation_id)}</h2>")
-        body.append(
-            f"<p>{len(rep.turns)} turns, {len(rep.findings)} findings, peak risk {rep.peak_risk:.2f}.</p>"
-        )
-        body.append("<h3>Risk over time</h3>")
-        body.append(risk_svg([rep.risk[i] for i in sorted(rep.risk)]))
-        body.append("<h3>Transcript</h3>")
-        for turn in rep.turns:
-            text = "".join(
-                f"<mark>{_e(p)}</mark>" if hit else _e(p) for p, hit in _spans(turn.text, rep.evidence_in(turn.index))
-            )
-            cls = f"s{speakers.index(turn.speaker) % 4}"
-            risk = rep.risk.get(turn.index)
-            risk_html = f' <span class="risk">risk {risk:.2f}</span>' if risk is not None else ""
-            body.append(
-                f'<div class="turn" id="turn-{turn.index}"><span class="speaker {cls}">{_e(turn.speaker)}:</span> '
-                f"{text}{risk_html}</div>"
-            )
-            for intent in _intents(rep.assessments.get(turn.index)):
-                body.append(
-                    f'<div class="intent">intent: {_e(intent.intention)} '
-                    f"({_e(intent.face_act.value)}, {intent.score:.2f})</div>"
-                )
-        body.append("<h3>Findings</h3>")
-        if not rep.findings:
-            body.append("<p>No findings.</p>")
-        for raised, f in rep.findings:
-            quotes = "".join(f"<li>&ldquo;<mark>{_e(e.quote)}</mark>&rdquo; (turn {e.turn})</li>" for e in f.evidence)
-            vulns = ", ".join(_e(v.value) for v in f.vulnerabilities) or "&mdash;"
-            why = f"<p>Why: {_e(f.explanation)}</p>" if f.explanation else ""
-            body.append(
-                f'<div class="finding"><strong>{_e(finding_title(f))}</strong> '
-                f'<span class="bar" style="width:{f.score * 6:.2f}em"></span> {f.score:.2f} '
-                f"&middot; {_e(f.detector)} &middot; raised at turn {raised}"
-                f'<p class="def">{_e(definition(f))}</p><ul>{quotes}</ul>'
-                f"<p>Targets: {vulns}</p>{why}</div>"
-            )
-        if rep.errors:
-            body.append("<h3>Problems</h3><ul>")
-            body += [
-                f"<li>turn {e.turn}: {_e(e.kind)} in {_e(e.detector or 'input')}: {_e(e.message)}</li>"
-                for e in rep.errors
-            ]
-            body.append("</ul>")
-    return (
-        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-        f"<title>{_e(title)}</title><style>{_CSS}</style></head><body>\n"
-        + "\n".join(body)
-        + "\n</body></html>\n"
     )
 
 

@@ -43,7 +43,7 @@ def test_the_report_shows_flagged_conversations_with_highlighted_quotes(tmp_path
     html = render_results(out, fmt=ReportFormat.HTML)
     assert "1 of 3 conversations flagged, 1 could not be screened" in html
     assert "chats/maya.txt" in html and "calm.txt" not in html
-    assert "<mark>You&#x27;re overreacting</mark>" in html
+    assert "<mark>You&#39;re overreacting</mark>" in html
     assert "<script>" not in html and "&lt;script&gt;" in html
     assert "calm.txt" in render_results(out, fmt=ReportFormat.MARKDOWN, include_all=True)
 
