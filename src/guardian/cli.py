@@ -382,17 +382,11 @@ def serve(
     ] = False,
 ) -> None:
     """Serve conversations and calls over HTTP and WebSocket (docs/serve.md)."""
-    from guardian.serve.auth import hash_token
-    from guardian.serve.auth import new_token as make_token
+    from guardian.serve.command import run_serve_command
 
-    if new_token:
-        token = make_token()
-        typer.echo(f"token (give it to the client; it is not stored): {token}\n"
-                   f"config.toml (only its hash is kept):\n[serve]\ntokens = [\"{hash_token(token)}\"]")
-        return
-    from guardian.serve.server import run_server
-
-    run_server(host=host, port=port, workers=workers)
+    text = run_serve_command(host=host, port=port, workers=workers, new_token=new_token)
+    if text is not None:
+        typer.echo(text)
 
 
 # --- bench (issue 9): bench ---------------------------------------------------------------------
@@ -407,16 +401,9 @@ def bench(
     runs: Annotated[int, typer.Option("--runs", min=5, help="Measured runs per figure (median reported).")] = 5,
 ) -> None:
     """Measure latency, throughput and peak memory; prints one JSON object."""
-    import json
+    from guardian.eval.bench import run_command
 
-    from guardian.eval.bench import SUITES, run_bench
-
-    names = sorted(SUITES) if suite == "all" else [s.strip() for s in suite.split(",")]
-    unknown = [n for n in names if n not in SUITES]
-    if unknown:
-        raise fail(f"unknown suite {unknown[0]!r}; choose from {', '.join(sorted(SUITES))} or all")
-    result = run_bench(names, runs=runs)
-    typer.echo(json.dumps(result, indent=None if output_format == "json" else 2))
+    typer.echo(run_command(suite, output_format=output_format, runs=runs))
 
 
 #: Write errors that mean "the output has nowhere to go" (a full disk, a dead device): the user's to fix.

@@ -33,6 +33,7 @@ __all__ = [
     "peak_rss_mb",
     "percentile",
     "run_bench",
+    "run_command",
     "run_suite",
     "scale_figures",
     "throughput_runs",
@@ -320,6 +321,17 @@ def run_bench(suites: Sequence[str], *, runs: int = 5, isolate: bool = True) -> 
             tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
             out["suites"][name] = {"error": f"suite process failed (exit {proc.returncode}): {tail}"}
     return out
+
+
+def run_command(suite: str, *, output_format: str, runs: int) -> str:
+    """`guardian bench`: `suite` is a name, several comma-separated, or "all"; the JSON to print."""
+    names = sorted(SUITES) if suite == "all" else [s.strip() for s in suite.split(",")]
+    unknown = [n for n in names if n not in SUITES]
+    if unknown:
+        from guardian.errors import GuardianError
+
+        raise GuardianError(f"unknown suite {unknown[0]!r}; choose from {', '.join(sorted(SUITES))} or all")
+    return json.dumps(run_bench(names, runs=runs), indent=None if output_format == "json" else 2)
 
 
 if __name__ == "__main__":
