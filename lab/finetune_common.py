@@ -1,5 +1,5 @@
 """What the two fine-tuning experiments (intent_finetune.py, local_finetune.py) share: the
-product's own training loop (`guardian.detectors.finetune`), with a per-epoch log line."""
+product's own training loop (`guardian.encoding.finetune`), with a per-epoch log line."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import sys
 import time
 from typing import Any
 
-from guardian.detectors.finetune import fit as _fit
+from guardian.encoding.finetune import fit as _fit
 
 
 def fit(*args: Any, tag: str = "", **kwargs: Any) -> None:

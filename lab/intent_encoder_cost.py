@@ -21,7 +21,7 @@ import numpy as np
 from intent_larger_encoder import network
 
 import guardian  # noqa: F401  (offline environment defaults)
-from guardian.sentence_encoder import default_model_path
+from guardian.encoding.sentence_encoder import default_model_path
 
 
 def cost(torch: Any, path: str, layers: int = 0) -> dict[str, float]:

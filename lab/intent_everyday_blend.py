@@ -15,11 +15,11 @@ from collections import defaultdict
 import numpy as np
 
 from guardian.corpora.conversations import split_of
+from guardian.corpora.datasets import faceacts_path, load_faceacts
 from guardian.detectors.intent_domain import ConversationDomain
 from guardian.detectors.intent_domain_train import Vectors, fit_gate, fit_head, precision_threshold
 from guardian.detectors.intent_model import ESCALATE_BELOW, EscalationBudget
 from guardian.detectors.intent_train import metrics
-from guardian.eval.datasets import faceacts_path, load_faceacts
 from guardian.taxonomy import FaceAct
 
 CLASSES = list(FaceAct)

@@ -15,11 +15,11 @@ from collections import defaultdict
 
 import numpy as np
 
+from guardian.corpora.datasets import faceacts_path, load_faceacts
 from guardian.detectors.intent_domain import ConversationDomain
 from guardian.detectors.intent_model import ESCALATE_BELOW, EscalationBudget, load_model
 from guardian.detectors.intent_train import utterances_in_context
 from guardian.detectors.intent_tuned import pair_text
-from guardian.eval.datasets import faceacts_path, load_faceacts
 
 
 def main(path: str) -> None:

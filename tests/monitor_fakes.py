@@ -9,8 +9,8 @@ from typing import ClassVar
 
 from guardian.conversation import Conversation
 from guardian.detectors.base import Detector
-from guardian.detectors.evidence import ground_in_turn
 from guardian.findings import Assessment, Finding
+from guardian.grounding import ground_in_turn
 from guardian.taxonomy import Technique, Vulnerability
 
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from guardian.detectors import registry
-from guardian.detectors.evidence import ground_in_turn
 from guardian.events import Event, FindingRaised
+from guardian.grounding import ground_in_turn
 from guardian.monitor import Monitor
 from guardian.readers import read_transcript
 from guardian.taxonomy import Technique, Vulnerability

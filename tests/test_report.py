@@ -72,7 +72,7 @@ def test_overlapping_quotes_are_highlighted_once() -> None:
 
 
 def _ev(turn: Turn, quote: str):  # type: ignore[no-untyped-def]
-    from guardian.detectors.evidence import ground_in_turn
+    from guardian.grounding import ground_in_turn
 
     evidence = ground_in_turn(turn, quote)
     assert evidence is not None

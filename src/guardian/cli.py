@@ -59,7 +59,7 @@ def _root(
 ) -> None:
     global _debug
     _debug = debug
-    from guardian.sentence_encoder import precision_setting
+    from guardian.encoding.sentence_encoder import precision_setting
 
     precision_setting()  # a bad GUARDIAN_ENCODER_PRECISION is one sentence, exit 2, before any work
 

@@ -17,8 +17,8 @@ import pytest
 from guardian.conversation import Conversation
 from guardian.corpora.datasets import load_mentalmanip
 from guardian.detectors.base import Detector
-from guardian.detectors.evidence import evidence_for, sentences
 from guardian.findings import Assessment, Finding
+from guardian.grounding import evidence_for, sentences
 from guardian.taxonomy import Technique
 
 

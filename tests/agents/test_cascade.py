@@ -18,8 +18,8 @@ from guardian.agents.manipulation import LLMDetector
 from guardian.config import LLMSettings
 from guardian.conversation import Conversation
 from guardian.detectors.base import Detector
-from guardian.detectors.evidence import evidence_for, sentences
 from guardian.findings import Assessment, Finding
+from guardian.grounding import evidence_for, sentences
 from guardian.taxonomy import Technique, Vulnerability
 
 CFG = LLMSettings(samples=1, backoff_s=0.0, max_retries=0, band=(0.3, 0.8), max_calls=20)

@@ -183,7 +183,7 @@ def test_a_row_does_not_depend_on_what_the_worker_screened_before(default_option
     probabilities than a fresh process (`guardian analyze FILE`) does."""
     from guardian.bulk.inputs import Item
     from guardian.bulk.screen import Screener
-    from guardian.sentence_encoder import shared_encoder
+    from guardian.encoding.sentence_encoder import shared_encoder
 
     long = "You never listen to me, you always twist what I say until I doubt my own memory of it. " * 3
     earlier = Conversation.from_pairs([("A", long), ("B", "I don't know."), ("A", long), ("B", "Fine.")], id="earlier")

@@ -17,7 +17,7 @@ from guardian.detectors.intent_tuned import (
     pair_text,
     train_tuned,
 )
-from guardian.encoders import EncoderName, encoder_path
+from guardian.encoding.encoders import EncoderName, encoder_path
 from guardian.errors import ModelUnavailable
 from guardian.taxonomy import FaceAct
 

@@ -12,8 +12,8 @@ import pydantic  # noqa: F401 - imported first so only guardian's own code is in
 
 with atheris.instrument_imports(include=["guardian"]):
     from guardian.conversation import Conversation
-    from guardian.detectors.evidence import clauses, ground
     from guardian.errors import InputError
+    from guardian.grounding import clauses, ground
     from guardian.readers import InputFormat, decode, parse_transcript
 
 FORMATS = list(InputFormat)

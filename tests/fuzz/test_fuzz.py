@@ -11,8 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from guardian.conversation import Conversation
-from guardian.detectors.evidence import ground
 from guardian.errors import InputError
+from guardian.grounding import ground
 from guardian.readers import InputFormat, decode, parse_transcript
 
 HERE = Path(__file__).resolve().parent

@@ -45,8 +45,8 @@ from guardian.agents.prompting import (
 from guardian.config import LLMSettings
 from guardian.conversation import Conversation, Evidence
 from guardian.detectors.base import Detector
-from guardian.detectors.evidence import ground
 from guardian.findings import Assessment, DetectorError, Finding
+from guardian.grounding import ground
 from guardian.taxonomy import Technique, Vulnerability
 
 # -- the answer schema ----------------------------------------------------------------------

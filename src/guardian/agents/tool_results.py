@@ -23,8 +23,8 @@ from langchain_core.messages import AIMessage, BaseMessage, ToolMessage
 
 from guardian.agents._screening import METADATA_KEY, message_text
 from guardian.conversation import Evidence, Turn
-from guardian.detectors.evidence import Span, evidence_for, sentences
 from guardian.findings import Assessment, Finding
+from guardian.grounding import Span, evidence_for, sentences
 
 INJECTION_PATTERN = "injected_instructions"
 INJECTION_DETECTOR = "tool-instructions"

@@ -48,7 +48,7 @@ def _forget_other_conversations() -> None:
     `--jobs 2` and Ray). Cleared, every conversation is screened as `guardian analyze FILE`
     screens it in a fresh process, whichever worker gets it.
     """
-    module = sys.modules.get("guardian.sentence_encoder")
+    module = sys.modules.get("guardian.encoding.sentence_encoder")
     if module is not None:
         module.shared_encoder().clear()
 

@@ -16,7 +16,7 @@ from guardian.errors import GuardianError, InputError
 if TYPE_CHECKING:
     from guardian.corpora.conversations import Split as Part
     from guardian.detectors.intent_tuned import TuneConfig
-    from guardian.encoders import EncoderName
+    from guardian.encoding.encoders import EncoderName
 
 
 def _limit_threads() -> None:

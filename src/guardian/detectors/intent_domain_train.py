@@ -17,7 +17,6 @@ import numpy as np
 
 from guardian.corpora.conversations import split_of
 from guardian.corpora.datasets import FaceActUtterance
-from guardian.detectors.finetune import class_weights
 from guardian.detectors.intent_domain import DomainGate, EverydayHead
 from guardian.detectors.intent_model import (
     SIDE_PARAMS,
@@ -31,7 +30,8 @@ from guardian.detectors.intent_model import (
 )
 from guardian.detectors.intent_train import CLASS_WEIGHT_POWER, utterances_in_context
 from guardian.detectors.intent_tuned import TunedFaceActs
-from guardian.sentence_encoder import SentenceEncoder
+from guardian.encoding.finetune import class_weights
+from guardian.encoding.sentence_encoder import SentenceEncoder
 from guardian.taxonomy import FaceAct
 
 Part = Literal["train", "dev", "test"]

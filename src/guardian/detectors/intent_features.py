@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from guardian.sentence_encoder import SentenceEncoder
+from guardian.encoding.sentence_encoder import SentenceEncoder
 
 ENCODER_DIM = 384
 CONTEXT = 2  # previous utterances encoded as context

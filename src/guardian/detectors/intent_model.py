@@ -52,9 +52,9 @@ from guardian.detectors.intent_features import context_vectors as context_vector
 from guardian.detectors.intent_features import side_text as side_text
 from guardian.detectors.intent_features import structural_features as structural_features
 from guardian.detectors.intent_tuned import TUNED_FILE, TunedFaceActs, pair_text
+from guardian.encoding.sentence_encoder import SentenceEncoder, limit_torch_threads, shared_encoder
 from guardian.errors import ModelUnavailable
 from guardian.locations import cache_dir, package_dir
-from guardian.sentence_encoder import SentenceEncoder, limit_torch_threads, shared_encoder
 from guardian.taxonomy import PERSUASION_INTENTIONS, FaceAct
 
 ARTIFACT_VERSION = 1

@@ -23,7 +23,6 @@ from guardian.corpora.conversations import Split as Part
 from guardian.corpora.conversations import split_of
 from guardian.corpora.datasets import FaceActUtterance, faceacts_path, file_sha256, load_faceacts
 from guardian.corpora.folds import conversation_folds
-from guardian.detectors.finetune import class_weights
 from guardian.detectors.intent_domain import ConversationDomain
 from guardian.detectors.intent_model import (
     CONTEXT,
@@ -41,8 +40,9 @@ from guardian.detectors.intent_model import (
     side_text,
 )
 from guardian.detectors.intent_tuned import TuneConfig, pair_text, part_progress, train_tuned_cached
+from guardian.encoding.finetune import class_weights
+from guardian.encoding.sentence_encoder import SentenceEncoder
 from guardian.errors import InputError
-from guardian.sentence_encoder import SentenceEncoder
 from guardian.taxonomy import PERSUASION_INTENTIONS, FaceAct
 
 #: Class weights are (n / (k * count)) ** power: rare acts (hpos-, sneg+, spos-) count more.

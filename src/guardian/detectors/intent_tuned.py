@@ -38,10 +38,10 @@ import numpy as np
 
 from guardian import locations
 from guardian._env import apply_process_defaults
-from guardian.detectors.finetune import batches_per_epoch
-from guardian.encoders import ENCODERS, HIDDEN, EncoderName, encoder_path, encoder_version
+from guardian.encoding.encoders import ENCODERS, HIDDEN, EncoderName, encoder_path, encoder_version
+from guardian.encoding.finetune import batches_per_epoch
+from guardian.encoding.sentence_encoder import quiet_loss_property
 from guardian.errors import ModelUnavailable
-from guardian.sentence_encoder import quiet_loss_property
 from guardian.taxonomy import FaceAct
 
 TUNED_FILE = "tuned.npz"
@@ -67,7 +67,7 @@ class TuneConfig:
     #: What the head reads: the mean over all word pieces ("all"), or over the utterance's own
     #: ("utterance": the context still shapes them through attention, but does not dilute them).
     pooling: Literal["all", "utterance"] = "all"
-    #: Which encoder is fine-tuned (`guardian.encoders`), and how many of its first layers are
+    #: Which encoder is fine-tuned (`guardian.encoding.encoders`), and how many of its first layers are
     #: kept (0: all): all-mpnet-base-v2 cut to six layers is more accurate than MiniLM but costs
     #: 24 ms per live turn against 10 (docs/intent.md, "all-mpnet-base-v2 cut to its first layers").
     encoder: EncoderName = "minilm"
@@ -515,7 +515,7 @@ def train_tuned(
     """
     from transformers import AutoTokenizer
 
-    from guardian.detectors.finetune import class_weights, fit
+    from guardian.encoding.finetune import class_weights, fit
 
     torch = _torch()
     config = config or start.config if start is not None else config or TuneConfig()

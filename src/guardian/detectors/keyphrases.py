@@ -23,8 +23,8 @@ from typing import ClassVar
 
 from guardian.conversation import Conversation, Turn
 from guardian.detectors.base import Detector
-from guardian.detectors.evidence import evidence_for, sentences
 from guardian.findings import Assessment, Finding
+from guardian.grounding import evidence_for, sentences
 
 PATTERN = "key_phrase"
 

@@ -29,14 +29,14 @@ import numpy as np
 from guardian import locations
 from guardian.conversation import Conversation, Turn
 from guardian.detectors.base import Detector
-from guardian.detectors.evidence import Span, evidence_for, sentences
 from guardian.detectors.scam_requests import request_sentences
 from guardian.detectors.turn_data import TECHNIQUES, VULNERABILITIES
 from guardian.detectors.turn_features import replace_turn_vector, turn_rows
 from guardian.detectors.turn_model import ArtifactError, TurnModel, TurnScores
+from guardian.encoding.sentence_encoder import SentenceEncoder, shared_encoder
 from guardian.errors import ModelUnavailable
 from guardian.findings import Assessment, Finding
-from guardian.sentence_encoder import SentenceEncoder, shared_encoder
+from guardian.grounding import Span, evidence_for, sentences
 
 _SHARED: dict[str, TurnModel] = {}
 _SHARED_LOCK = threading.Lock()

@@ -58,8 +58,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from guardian.conversation import Conversation, Evidence, Turn
-from guardian.detectors.evidence import Span, evidence_for, sentences
 from guardian.findings import Finding, Intent
+from guardian.grounding import Span, evidence_for, sentences
 from guardian.taxonomy import FaceAct, Vulnerability
 
 PERSISTENT_PRESSURE = "persistent_pressure"

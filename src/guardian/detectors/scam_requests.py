@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from guardian.detectors.evidence import Span, sentences
+from guardian.grounding import Span, sentences
 
 _ASK = r"(?:give|read|tell|send|share|confirm|verify|provide|need|want|buy|purchase|get|pay|transfer|wire|install|download|enter|type|go to|keep)"
 _THING = (

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 import numpy as np
 
 from guardian.conversation import Turn
-from guardian.sentence_encoder import DIM
+from guardian.encoding.sentence_encoder import DIM
 
 #: How many earlier turns the "same speaker recently" view looks back over.
 OWN_LOOKBACK = 6

@@ -27,8 +27,8 @@ from guardian.conversation import Conversation
 from guardian.corpora.datasets import LabelledDialogue
 from guardian.detectors.turn_data import TECHNIQUES, VULNERABILITIES, Bag, TrainingSet
 from guardian.detectors.turn_model import MANIP, OUTPUTS, SCAM, TECH, VULN, TurnModel
+from guardian.encoding.sentence_encoder import MODEL_NAME, SentenceEncoder
 from guardian.progress import Progress
-from guardian.sentence_encoder import MODEL_NAME, SentenceEncoder
 
 MAX_TOKENS = 128
 
@@ -494,8 +494,8 @@ def reframed_pairs(
 
 def key_phrase_hint(text: str) -> bool:
     """Whether a sentence of `text` matches one of MentalManip's key phrases (the paper's length rule)."""
-    from guardian.detectors.evidence import sentences
     from guardian.detectors.keyphrases import match_sentence
+    from guardian.grounding import sentences
 
     return any(match_sentence(s.text) for s in sentences(text))
 

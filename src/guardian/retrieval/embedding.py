@@ -4,7 +4,7 @@ Chroma's default embedding function downloads a model on first use, which cannot
 work offline, so every collection guardian creates is given this one explicitly.
 The encoder is all-MiniLM-L6-v2 (transformers `AutoModel` + mean pooling +
 L2 normalisation, the sentence-transformers recipe), the process-wide weights of
-`guardian.sentence_encoder`, loaded lazily on first use.
+`guardian.encoding.sentence_encoder`, loaded lazily on first use.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings
 from chromadb.utils.embedding_functions import register_embedding_function
 
-from guardian.sentence_encoder import SentenceEncoder, default_model_path
+from guardian.encoding.sentence_encoder import SentenceEncoder, default_model_path
 
 #: Name under which Chroma records the embedding function in a collection's config.
 EF_NAME = "guardian-minilm"

@@ -24,8 +24,8 @@ from guardian import locations
 from guardian._env import apply_process_defaults
 from guardian.conversation import Conversation
 from guardian.corpora.datasets import LabelledDialogue
-from guardian.detectors.evidence import normalize_quote
 from guardian.errors import ConfigError, GuardianError
+from guardian.grounding import normalize_quote
 from guardian.retrieval.embedding import MiniLMEmbeddingFunction
 from guardian.taxonomy import Technique, Vulnerability
 

@@ -34,7 +34,7 @@ _lock = threading.Lock()
 def encoder_path(name: EncoderName) -> Path:
     """The folder of encoder `name`, ready for `AutoModel.from_pretrained(..., local_files_only=True)`."""
     if name == "minilm":
-        from guardian.sentence_encoder import default_model_path
+        from guardian.encoding.sentence_encoder import default_model_path
 
         return default_model_path()
     if name == "mpnet":

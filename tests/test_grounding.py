@@ -4,7 +4,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from guardian.conversation import Conversation, Turn
-from guardian.detectors.evidence import (
+from guardian.grounding import (
     clauses,
     find_span,
     ground,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from guardian import encoders
+from guardian.encoding import encoders
 from guardian.errors import ModelUnavailable
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from guardian import sentence_encoder
 from guardian.detectors.intent_model import default_encoder
+from guardian.encoding import sentence_encoder
+from guardian.encoding.sentence_encoder import SentenceEncoder, shared_encoder
 from guardian.errors import ModelUnavailable
-from guardian.sentence_encoder import SentenceEncoder, shared_encoder
 
 
 def test_local_and_intent_share_one_cache() -> None:

@@ -21,13 +21,13 @@ import os
 import sys
 import threading
 import warnings
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
 import numpy as np
+from cachetools import LRUCache
 
 from guardian._env import apply_process_defaults
 from guardian.errors import ModelUnavailable
@@ -209,7 +209,8 @@ class SentenceEncoder:
         self._path = path
         self.max_tokens = max_tokens
         self.truncation: Truncation = truncation
-        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        # Least recently used vectors go first; 0 turns the cache off (`encode` skips it).
+        self._cache: LRUCache[str, np.ndarray] = LRUCache(maxsize=max(cache_size, 1))
         self._cache_size = cache_size
         self._batch_size = batch_size
         self._precision = precision
@@ -276,11 +277,9 @@ class SentenceEncoder:
                     progress(min(i + step, len(missing)), len(missing))
             result = np.zeros((len(texts), DIM), dtype=np.float32)
             for n, key in enumerate(keys):
-                vec = self._cache.get(key)
+                vec = self._cache.get(key)  # a hit counts as a use (LRU order)
                 if vec is None:  # evicted within this call (more texts than the cache holds)
                     vec = self._embed([texts[n]])[0]
-                else:
-                    self._cache.move_to_end(key)
                 result[n] = vec
             return result
 
@@ -298,10 +297,7 @@ class SentenceEncoder:
             self._cache.clear()
 
     def _remember(self, key: str, vector: np.ndarray) -> None:
-        self._cache[key] = vector
-        self._cache.move_to_end(key)
-        while len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+        self._cache[key] = vector  # the least recently used vector goes when the cache is full
 
     # -- disk cache for training -----------------------------------------------------------------
 
@@ -313,7 +309,11 @@ class SentenceEncoder:
         except (OSError, KeyError, ValueError):
             return
         with self._lock:
-            self._cache_size = max(self._cache_size, len(keys) + 4096)
+            if len(keys) + 4096 > self._cache_size:
+                self._cache_size = len(keys) + 4096
+                grown: LRUCache[str, np.ndarray] = LRUCache(maxsize=self._cache_size)
+                grown.update(self._cache)
+                self._cache = grown
             for key, vec in zip(keys.tolist(), vectors, strict=True):
                 self._cache[str(key)] = vec
 
