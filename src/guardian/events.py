@@ -4,6 +4,11 @@ One event type per thing that happens (a turn arrives, an assessment is ready,
 a new finding is raised, something failed). The same dictionaries are printed by
 `guardian watch --headless` and appended to the session log, so a pipe consumer,
 the log and `guardian report` all read one schema (docs/watch.md).
+
+The events themselves are plain frozen dataclasses (cheap to make on every turn); their JSON
+form is a pydantic discriminated union on `type` (`TurnEvent` | `AssessmentEvent` |
+`FindingEvent` | `ErrorEvent`) read and written through one `TypeAdapter`, which also
+generates the JSON Schema.
 """
 
 from __future__ import annotations
@@ -11,9 +16,9 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import ValidationError
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError
 
 from guardian.conversation import Turn
 from guardian.errors import InputError
@@ -80,13 +85,127 @@ class ErrorRaised:
 Event = TurnAdded | AssessmentReady | FindingRaised | ErrorRaised
 
 
+# --- the wire form: one pydantic model per line type, told apart by `type` ----------------------
+
+#: Description of every line's `time`.
+_TIME = "seconds since the epoch when the event happened"
+
+
+class _Line(BaseModel):
+    """One JSON line. Reading ignores fields it does not know (a newer guardian's log still
+    reads) and fills in an absent `time`; the schema, written for what guardian prints, requires
+    every field and allows no others (`json_schema_serialization_defaults_required`)."""
+
+    model_config = ConfigDict(
+        frozen=True,
+        extra="ignore",
+        coerce_numbers_to_str=True,
+        json_schema_serialization_defaults_required=True,
+        json_schema_extra={"additionalProperties": False},
+    )
+
+
+class TurnEvent(_Line):
+    type: Literal["turn"] = "turn"
+    conversation_id: str
+    time: float = Field(default=0.0, description=_TIME)
+    turn: Turn
+
+
+class AssessmentEvent(_Line):
+    type: Literal["assessment"] = "assessment"
+    conversation_id: str
+    time: float = Field(default=0.0, description=_TIME)
+    turn: int
+    risk: float = Field(ge=0, le=1)
+    new_findings: int = Field(default=0, ge=0)
+    assessment: Assessment
+
+
+class FindingEvent(_Line):
+    type: Literal["finding"] = "finding"
+    conversation_id: str
+    time: float = Field(default=0.0, description=_TIME)
+    turn: int
+    finding: Finding
+
+
+class ErrorEvent(_Line):
+    type: Literal["error"] = "error"
+    conversation_id: str | None = None
+    time: float = Field(default=0.0, description=_TIME)
+    turn: int | None = None
+    kind: ErrorKind = "error"
+    detector: str | None = None
+    line: int | None = None
+    message: str = ""
+
+
+EventLine = Annotated[TurnEvent | AssessmentEvent | FindingEvent | ErrorEvent, Field(discriminator="type")]
+
+_LINES: TypeAdapter[TurnEvent | AssessmentEvent | FindingEvent | ErrorEvent] = TypeAdapter(EventLine)
+
+
+def _line(event: Event) -> TurnEvent | AssessmentEvent | FindingEvent | ErrorEvent:
+    """The wire model of an event. `model_construct`: the event's parts are already validated
+    models, and a plug-in's NaN risk must still print (as null), not fail validation."""
+    if isinstance(event, TurnAdded):
+        return TurnEvent.model_construct(conversation_id=event.conversation_id, time=event.time, turn=event.turn)
+    if isinstance(event, AssessmentReady):
+        return AssessmentEvent.model_construct(
+            conversation_id=event.conversation_id,
+            time=event.time,
+            turn=event.assessment.turn,
+            risk=round(event.risk, 6),
+            new_findings=event.new_findings,
+            assessment=event.assessment,
+        )
+    if isinstance(event, FindingRaised):
+        return FindingEvent.model_construct(
+            conversation_id=event.conversation_id, time=event.time, turn=event.turn, finding=event.finding
+        )
+    return ErrorEvent.model_construct(
+        conversation_id=event.conversation_id,
+        time=event.time,
+        turn=event.turn,
+        kind=event.kind,
+        detector=event.detector,
+        line=event.line,
+        message=event.message,
+    )
+
+
+def _event(line: TurnEvent | AssessmentEvent | FindingEvent | ErrorEvent) -> Event:
+    if isinstance(line, TurnEvent):
+        return TurnAdded(conversation_id=line.conversation_id, turn=line.turn, time=line.time)
+    if isinstance(line, AssessmentEvent):
+        return AssessmentReady(
+            conversation_id=line.conversation_id,
+            assessment=line.assessment,
+            risk=line.risk,
+            new_findings=line.new_findings,
+            time=line.time,
+        )
+    if isinstance(line, FindingEvent):
+        return FindingRaised(conversation_id=line.conversation_id, turn=line.turn, finding=line.finding, time=line.time)
+    return ErrorRaised(
+        conversation_id=line.conversation_id,
+        turn=line.turn,
+        kind=line.kind,
+        message=line.message,
+        detector=line.detector,
+        line=line.line,
+        time=line.time,
+    )
+
+
 def to_dict(event: Event) -> dict[str, Any]:
     """The JSON-ready form, with a `type` field: turn | assessment | finding | error.
 
     Numbers that JSON cannot hold (NaN, ±Infinity, e.g. from a plug-in detector) become null:
     Python's json writes them as `NaN`, which no JSON reader accepts.
     """
-    return _finite(_to_dict(event))
+    return _finite(_LINES.dump_python(_line(event), mode="json"))
 
 
 def _finite(value: Any) -> Any:
@@ -99,154 +218,38 @@ def _finite(value: Any) -> Any:
     return value
 
 
-def _to_dict(event: Event) -> dict[str, Any]:
-    if isinstance(event, TurnAdded):
-        return {
-            "type": "turn",
-            "conversation_id": event.conversation_id,
-            "time": event.time,
-            "turn": event.turn.model_dump(mode="json"),
-        }
-    if isinstance(event, AssessmentReady):
-        return {
-            "type": "assessment",
-            "conversation_id": event.conversation_id,
-            "time": event.time,
-            "turn": event.assessment.turn,
-            "risk": round(event.risk, 6),
-            "new_findings": event.new_findings,
-            "assessment": event.assessment.model_dump(mode="json"),
-        }
-    if isinstance(event, FindingRaised):
-        return {
-            "type": "finding",
-            "conversation_id": event.conversation_id,
-            "time": event.time,
-            "turn": event.turn,
-            "finding": event.finding.model_dump(mode="json"),
-        }
-    return {
-        "type": "error",
-        "conversation_id": event.conversation_id,
-        "time": event.time,
-        "turn": event.turn,
-        "kind": event.kind,
-        "detector": event.detector,
-        "line": event.line,
-        "message": event.message,
-    }
+_TYPES = ("turn", "assessment", "finding", "error")
 
 
 def from_dict(data: dict[str, Any], *, source: str = "<events>", line: int | None = None) -> Event:
     """Rebuild an event from its dictionary; anything malformed is an InputError naming the line."""
-    kind = data.get("type")
+    kind = data.get("type") if isinstance(data, dict) else None
+    if kind not in _TYPES:
+        raise InputError(f"unknown event type {kind!r}", source=source, line=line)
     try:
-        if kind == "turn":
-            return TurnAdded(
-                conversation_id=str(data["conversation_id"]),
-                turn=Turn.model_validate(data["turn"]),
-                time=float(data.get("time", 0.0)),
-            )
-        if kind == "assessment":
-            return AssessmentReady(
-                conversation_id=str(data["conversation_id"]),
-                assessment=Assessment.model_validate(data["assessment"]),
-                risk=float(data["risk"]),
-                new_findings=int(data.get("new_findings", 0)),
-                time=float(data.get("time", 0.0)),
-            )
-        if kind == "finding":
-            return FindingRaised(
-                conversation_id=str(data["conversation_id"]),
-                turn=int(data["turn"]),
-                finding=Finding.model_validate(data["finding"]),
-                time=float(data.get("time", 0.0)),
-            )
-        if kind == "error":
-            error_kind = data.get("kind", "error")
-            if error_kind not in ("error", "timeout", "unavailable", "input"):
-                raise ValueError(f"unknown error kind {error_kind!r}")
-            return ErrorRaised(
-                conversation_id=data.get("conversation_id"),
-                turn=data.get("turn"),
-                kind=error_kind,
-                message=str(data.get("message", "")),
-                detector=data.get("detector"),
-                line=data.get("line"),
-                time=float(data.get("time", 0.0)),
-            )
-    except (KeyError, TypeError, ValueError, ValidationError) as exc:
-        reason = f"missing field {exc}" if isinstance(exc, KeyError) else str(exc).splitlines()[0]
-        raise InputError(f"malformed {kind} event ({reason})", source=source, line=line) from None
-    raise InputError(f"unknown event type {kind!r}", source=source, line=line)
+        return _event(_LINES.validate_python(data))
+    except ValidationError as exc:
+        raise InputError(f"malformed {kind} event ({_reason(exc)})", source=source, line=line) from None
+
+
+def _reason(exc: ValidationError) -> str:
+    """The first problem in words: `missing field 'risk'`, `turn: Input should be a valid integer`."""
+    first = exc.errors(include_url=False)[0]
+    where = ".".join(str(p) for p in first["loc"][1:])  # [0] is the union tag
+    if first["type"] == "missing":
+        return f"missing field {where!r}"
+    return f"{where}: {first['msg']}" if where else str(first["msg"])
 
 
 def json_schema() -> dict[str, Any]:
-    """JSON Schema of one event line (committed as schema/watch-event.schema.json, checked by a test)."""
-    from pydantic import TypeAdapter
-
-    defs: dict[str, Any] = {}
-    for model in (Turn, Assessment, Finding):
-        schema = TypeAdapter(model).json_schema(ref_template="#/$defs/{model}")
-        defs.update(schema.pop("$defs", {}))
-        defs[model.__name__] = schema
-    common = {
-        "conversation_id": {"type": "string"},
-        "time": {"type": "number", "description": "seconds since the epoch when the event happened"},
-    }
-    nullable_int = {"anyOf": [{"type": "integer"}, {"type": "null"}]}
-    events = {
-        "TurnEvent": {
-            "type": "object",
-            "required": ["type", "conversation_id", "time", "turn"],
-            "properties": {"type": {"const": "turn"}, **common, "turn": {"$ref": "#/$defs/Turn"}},
-            "additionalProperties": False,
-        },
-        "AssessmentEvent": {
-            "type": "object",
-            "required": ["type", "conversation_id", "time", "turn", "risk", "new_findings", "assessment"],
-            "properties": {
-                "type": {"const": "assessment"},
-                **common,
-                "turn": {"type": "integer"},
-                "risk": {"type": "number", "minimum": 0, "maximum": 1},
-                "new_findings": {"type": "integer", "minimum": 0},
-                "assessment": {"$ref": "#/$defs/Assessment"},
-            },
-            "additionalProperties": False,
-        },
-        "FindingEvent": {
-            "type": "object",
-            "required": ["type", "conversation_id", "time", "turn", "finding"],
-            "properties": {
-                "type": {"const": "finding"},
-                **common,
-                "turn": {"type": "integer"},
-                "finding": {"$ref": "#/$defs/Finding"},
-            },
-            "additionalProperties": False,
-        },
-        "ErrorEvent": {
-            "type": "object",
-            "required": ["type", "conversation_id", "time", "turn", "kind", "detector", "line", "message"],
-            "properties": {
-                "type": {"const": "error"},
-                "conversation_id": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-                "time": common["time"],
-                "turn": nullable_int,
-                "kind": {"enum": ["error", "timeout", "unavailable", "input"]},
-                "detector": {"anyOf": [{"type": "string"}, {"type": "null"}]},
-                "line": nullable_int,
-                "message": {"type": "string"},
-            },
-            "additionalProperties": False,
-        },
-    }
+    """JSON Schema of one event line (committed as schema/watch-event.schema.json, checked by a
+    test; `scripts/gen_schema.py` rewrites it). Generated from the wire models, in serialization
+    mode: what guardian prints, every field present."""
+    schema = _LINES.json_schema(mode="serialization")
     return {
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "title": "guardian watch event",
         "description": "One line of `guardian watch --headless` output or of a session log "
         f"(schema version {SCHEMA_VERSION}).",
-        "oneOf": [{"$ref": f"#/$defs/{name}"} for name in events],
-        "$defs": {**defs, **events},
+        **schema,
     }
