@@ -14,9 +14,10 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import threading
-from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+
+from cachetools import LRUCache
 
 from guardian.agents._screening import (
     Direction,
@@ -148,11 +149,12 @@ class ThreadMemory:
     With a checkpointer the agent state already holds the whole thread and wins;
     without one, turns remembered under the same `thread_id` are put back in front
     so a message is still judged in the context of the thread. Bounded: the least
-    recently used threads are forgotten first.
+    recently used threads are forgotten first (a `cachetools.LRUCache` of `max_threads`;
+    0 remembers none).
     """
 
     def __init__(self, *, max_threads: int, max_turns: int) -> None:
-        self._threads: OrderedDict[str, list[MessageTurn]] = OrderedDict()
+        self._threads: LRUCache[str, list[MessageTurn]] = LRUCache(maxsize=max(max_threads, 1))
         self._lock = threading.Lock()
         self.max_threads = max_threads
         self.max_turns = max_turns
@@ -167,7 +169,7 @@ class ThreadMemory:
         return [t for t in remembered if t.key not in present] + list(turns)
 
     def remember(self, thread_id: str | None, turns: Iterable[MessageTurn]) -> None:
-        if thread_id is None:
+        if thread_id is None or self.max_threads < 1:
             return
         with self._lock:
             known = self._threads.pop(thread_id, [])
@@ -178,9 +180,7 @@ class ThreadMemory:
                 else:
                     index[turn.key] = len(known)
                     known.append(turn)
-            self._threads[thread_id] = known[-self.max_turns :]
-            while len(self._threads) > self.max_threads:
-                self._threads.popitem(last=False)
+            self._threads[thread_id] = known[-self.max_turns :]  # the most recent; the least recent may go
 
     def turns(self, thread_id: str) -> list[MessageTurn]:
         with self._lock:

@@ -36,23 +36,29 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import threading
-import uuid
-from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
-from functools import cache
-from importlib import resources
-from typing import Any, Literal, cast
+from typing import Any, cast
 
+from cachetools import LRUCache
 from langchain.agents.middleware.types import AgentMiddleware, hook_config
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage, ToolMessage
+from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.runtime import Runtime
-from langgraph.types import interrupt
 
-from guardian.agents import review as _review
-from guardian.agents._engine import DetectorSpec, FindingCallback, GuardianEvent, Screener, Verdict
+from guardian.agents._actions import (
+    Job,
+    Replies,
+    apply_action,
+    arewrite,
+    assessments,
+    combine,
+    failure_verdict,
+    rewrite,
+    tool_verdict,
+)
+from guardian.agents._engine import DetectorSpec, FindingCallback, Screener, Verdict
+from guardian.agents._reviews import Reviews
 from guardian.agents._screening import (
     DEFAULT_INPUT_BLOCK_REPLY,
     DEFAULT_NOTICE,
@@ -61,22 +67,11 @@ from guardian.agents._screening import (
     Direction,
     MessageTurn,
     Speakers,
-    annotate,
-    append_notice,
     latest_index,
-    log,
     message_text,
-    payload,
-    summary,
     to_turns,
 )
-from guardian.agents._state import (
-    DEFAULT_MAX_STATE_RECORDS,
-    STATE_KEY,
-    GuardianState,
-    compact,
-    state_schema,
-)
+from guardian.agents._state import DEFAULT_MAX_STATE_RECORDS, GuardianState, state_schema
 from guardian.agents.policy import (
     DEFAULT_ERROR_REPLY,
     DEFAULT_INPUT_ERROR_REPLY,
@@ -85,35 +80,12 @@ from guardian.agents.policy import (
     GuardianViolation,
     OnError,
     check_options,
+    chosen_directions,
     decide,
-    failed_screen,
 )
-from guardian.agents.tool_results import pending_tool_results, tool_notice, with_injection
+from guardian.agents.tool_results import pending_tool_results
 from guardian.agents.tracing import atrace_verdict, trace_verdict
-from guardian.conversation import Turn
-from guardian.findings import Assessment, DetectorError
 from guardian.telemetry import Telemetry
-
-Side = Literal["input", "output", "tool"]
-"""Which turn a job screens: the user's, the model's reply, or a tool result (a third party)."""
-
-
-@dataclass(frozen=True, slots=True)
-class _Job:
-    direction: Side
-    thread_id: str | None
-    index: int
-    message: BaseMessage
-    context: list[MessageTurn]
-
-    @property
-    def speaker(self) -> str:
-        return self.context[-1].speaker
-
-    @property
-    def screen_direction(self) -> Direction:
-        """What the shared Screener is told (it knows user and assistant sides only)."""
-        return "output" if self.direction == "output" else "input"
 
 
 def thread_id_of(runtime: Runtime[Any] | None) -> str | None:
@@ -128,11 +100,6 @@ def thread_id_of(runtime: Runtime[Any] | None) -> str | None:
         info = getattr(runtime, "execution_info", None)
         value = getattr(info, "thread_id", None)
     return None if value is None else str(value)
-
-
-@cache
-def rewrite_prompt() -> str:
-    return resources.files("guardian").joinpath("prompts/rewrite_reply.txt").read_text(encoding="utf-8")
 
 
 class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
@@ -247,7 +214,7 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
         check_options(policy=policy, on_error=on_error)
         self.policy: AgentPolicy = policy
         self.on_error: OnError = on_error
-        self.directions = _directions(directions, apply_to_input, apply_to_output)
+        self.directions = chosen_directions(directions, apply_to_input, apply_to_output)
         self.apply_to_input = "input" in self.directions
         self.apply_to_output = "output" in self.directions
         self.apply_to_tool_results = apply_to_tool_results
@@ -260,10 +227,11 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
         self.error_reply = error_reply
         self.input_error_reply = input_error_reply
         self.rewrite_with = rewrite_with
-        self._reviews: OrderedDict[str, Verdict] = OrderedDict()
+        self.reviews = Reviews()
         self._name = name
         self.concurrent_input = concurrent_input
-        self._pending: OrderedDict[str, tuple[_Job, Future[Verdict] | asyncio.Task[Verdict]]] = OrderedDict()
+        # user turns screened while the model runs; runs that never reach after_model (the model raised) age out
+        self._pending: LRUCache[str, tuple[Job, Future[Any] | asyncio.Task[Any]]] = LRUCache(maxsize=4096)
         self._pending_lock = threading.Lock()
         self._executor: ThreadPoolExecutor | None = None
         self.screener = Screener(
@@ -288,7 +256,7 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
 
     # --- finding the turn -------------------------------------------------------------------
 
-    def _job(self, direction: Direction, state: Any, runtime: Runtime[Any] | None) -> _Job | None:
+    def _job(self, direction: Direction, state: Any, runtime: Runtime[Any] | None) -> Job | None:
         messages: list[BaseMessage] = list(state.get("messages") or [])
         if direction not in self.directions:
             if direction == "output" and messages and isinstance(messages[-1], AIMessage):
@@ -308,9 +276,9 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
         thread_id = thread_id_of(runtime)
         turns = to_turns(messages[: index + 1], speakers=self.screener.speakers)
         context = self.screener.memory.context(thread_id, turns)
-        return _Job(direction, thread_id, index, message, context)
+        return Job(direction, thread_id, index, message, context)
 
-    def _tool_jobs(self, state: Any, runtime: Runtime[Any] | None) -> list[_Job]:
+    def _tool_jobs(self, state: Any, runtime: Runtime[Any] | None) -> list[Job]:
         """Tool results the model is about to read, each the turn of its tool, after the thread so far."""
         if not self.apply_to_tool_results:
             return []
@@ -322,67 +290,41 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
         before = to_turns(messages[: found[0].index], speakers=self.screener.speakers)
         context = self.screener.memory.context(thread_id, before)
         return [
-            _Job("tool", thread_id, t.index, t.message, [*context, MessageTurn(str(t.message.id or f"tool:{t.index}"), t.speaker, message_text(t.message))])
+            Job("tool", thread_id, t.index, t.message, [*context, MessageTurn(str(t.message.id or f"tool:{t.index}"), t.speaker, message_text(t.message))])
             for t in found
         ]
 
     # --- screening (one span each) ----------------------------------------------------------
 
-    def _failure(self, job: _Job, exc: BaseException) -> Verdict:
-        """The screen itself failed (not one detector): a verdict that says so, for `on_error` to act on."""
-        log.exception("guardian screening failed on thread %s", job.thread_id, exc_info=exc)
-        error = DetectorError(detector="guardian", kind="error", message=f"{type(exc).__name__}: {exc}")
-        assessment = Assessment(conversation_id=job.thread_id or "conversation", turn=max(len(job.context) - 1, 0), errors=(error,))
-        return Verdict(assessment, False, None)
-
-    def _tool_verdict(self, job: _Job, verdict: Verdict) -> tuple[Verdict, list[dict[str, object]]]:
-        """A tool result also flags when it gives the assistant instructions."""
-        if job.direction != "tool":
-            return verdict, []
-        last = job.context[-1]
-        turn = Turn(index=verdict.assessment.turn if verdict.assessment.turn >= 0 else len(job.context) - 1, speaker=last.speaker, text=last.text)
-        assessment, injection = with_injection(verdict.assessment, turn)
-        flagged = verdict.flagged or bool(injection)
-        name = getattr(job.message, "name", None) or "tool"
-        text = summary(assessment, direction="input") if verdict.flagged else None
-        notice = tool_notice(name=name, summary=text, injection=injection, blocked=False) if flagged else None
-        return Verdict(assessment, flagged, notice), injection
-
-    def _cached_review(self, job: _Job) -> Verdict | None:
-        """On resume the hook runs again: the verdict the reviewer saw, not a second screen."""
-        key = str(job.message.id) if job.message.id else None
-        with self._pending_lock:
-            return self._reviews.pop(key, None) if key else None
-
-    def _screen(self, job: _Job) -> tuple[Verdict, list[dict[str, object]]]:
-        cached = self._cached_review(job)
+    def _screen(self, job: Job) -> tuple[Verdict, list[dict[str, object]]]:
+        cached = self.reviews.take(job)
         if cached is not None:
-            return self._tool_verdict(job, cached)
+            return tool_verdict(job, cached)
         with self.telemetry.screen(surface="middleware", direction=job.direction, speaker=job.speaker, text=job.context[-1].text) as span:
             try:
                 verdict = self.screener.screen(job.screen_direction, job.thread_id, job.context)
             except Exception as exc:
-                verdict = self._failure(job, exc)
-            verdict, injection = self._tool_verdict(job, verdict)
+                verdict = failure_verdict(job, exc)
+            verdict, injection = tool_verdict(job, verdict)
             span.assessed(verdict.assessment, flagged=verdict.flagged)
         return verdict, injection
 
-    async def _ascreen(self, job: _Job) -> tuple[Verdict, list[dict[str, object]]]:
-        cached = self._cached_review(job)
+    async def _ascreen(self, job: Job) -> tuple[Verdict, list[dict[str, object]]]:
+        cached = self.reviews.take(job)
         if cached is not None:
-            return self._tool_verdict(job, cached)
+            return tool_verdict(job, cached)
         with self.telemetry.screen(surface="middleware", direction=job.direction, speaker=job.speaker, text=job.context[-1].text) as span:
             try:
                 verdict = await self.screener.ascreen(job.screen_direction, job.thread_id, job.context)
             except Exception as exc:
-                verdict = self._failure(job, exc)
-            verdict, injection = self._tool_verdict(job, verdict)
+                verdict = failure_verdict(job, exc)
+            verdict, injection = tool_verdict(job, verdict)
             span.assessed(verdict.assessment, flagged=verdict.flagged)
         return verdict, injection
 
     # --- hooks ------------------------------------------------------------------------------
 
-    def _defer_input(self, job: _Job) -> bool:
+    def _defer_input(self, job: Job) -> bool:
         """Under observe/warn with fail-open nothing waits on the user-side verdict: screen it while the model runs."""
         return (
             self.concurrent_input
@@ -391,13 +333,11 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
             and job.message.id is not None
         )
 
-    def _park(self, key: str, pending: Future[Any] | asyncio.Task[Any], job: _Job) -> None:
+    def _park(self, key: str, pending: Future[Any] | asyncio.Task[Any], job: Job) -> None:
         with self._pending_lock:
             self._pending[key] = (job, pending)
-            while len(self._pending) > 4096:  # runs that never reached after_model (model raised)
-                self._pending.popitem(last=False)
 
-    def _unpark(self, state: Any) -> list[tuple[_Job, Future[Any] | asyncio.Task[Any]]]:
+    def _unpark(self, state: Any) -> list[tuple[Job, Future[Any] | asyncio.Task[Any]]]:
         ids = {m.id for m in state.get("messages") or [] if isinstance(m, HumanMessage) and m.id}
         with self._pending_lock:
             found = [key for key in self._pending if key in ids]
@@ -418,10 +358,10 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
             update = self._act(job, *self._screen(job))
             updates.append(update)
             if "jump_to" in update:
-                return _combine(updates)
+                return combine(updates)
         for tool_job in self._tool_jobs(state, runtime):
             updates.append(self._act(tool_job, *self._screen(tool_job)))
-        return _combine(updates)
+        return combine(updates)
 
     @hook_config(can_jump_to=["end"])
     async def abefore_model(self, state: GuardianState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -433,10 +373,10 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
             update = await self._aact(job, *(await self._ascreen(job)))
             updates.append(update)
             if "jump_to" in update:
-                return _combine(updates)
+                return combine(updates)
         for tool_job in self._tool_jobs(state, runtime):
             updates.append(await self._aact(tool_job, *(await self._ascreen(tool_job))))
-        return _combine(updates)
+        return combine(updates)
 
     @hook_config(can_jump_to=["end"])
     def after_model(self, state: GuardianState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -447,14 +387,14 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
                     raise RuntimeError("a screen started by abefore_model reached the sync after_model")
                 screened = pending.result()
             except Exception as exc:
-                screened = (self._failure(deferred, exc), [])
+                screened = (failure_verdict(deferred, exc), [])
             updates.append(self._act(deferred, *screened))
         job = self._job("output", state, runtime)
         if job is not None:
             verdict, _ = self._screen(job)
             rewrite = self._rewrite(job, verdict) if self._wants_rewrite(verdict) else None
             updates.append(self._act(job, verdict, [], rewrite))
-        return _combine(updates)
+        return combine(updates)
 
     @hook_config(can_jump_to=["end"])
     async def aafter_model(self, state: GuardianState, runtime: Runtime[Any]) -> dict[str, Any] | None:
@@ -463,14 +403,14 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
             try:
                 screened = await asyncio.wrap_future(pending) if isinstance(pending, Future) else await pending
             except Exception as exc:
-                screened = (self._failure(deferred, exc), [])
+                screened = (failure_verdict(deferred, exc), [])
             updates.append(await self._aact(deferred, *screened))
         job = self._job("output", state, runtime)
         if job is not None:
             verdict, _ = await self._ascreen(job)
             rewrite = await self._arewrite(job, verdict) if self._wants_rewrite(verdict) else None
             updates.append(await self._aact(job, verdict, [], rewrite))
-        return _combine(updates)
+        return combine(updates)
 
     # --- streaming (guardian.agents.streaming owns this block) ------------------------------
 
@@ -492,241 +432,51 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
     def _wants_rewrite(self, verdict: Verdict) -> bool:
         return verdict.flagged and self.policy == "block" and self.rewrite_with is not None
 
-    def _rewrite_messages(self, job: _Job, verdict: Verdict) -> list[BaseMessage]:
-        finding = summary(verdict.assessment, direction="output")
-        return [
-            SystemMessage(rewrite_prompt().format(finding=finding)),
-            HumanMessage(message_text(job.message)),
-        ]
-
-    def _rewritten_turns(self, job: _Job, reply: BaseMessage) -> list[MessageTurn] | None:
-        text = message_text(reply)
-        if not text:
-            return None
-        last = job.context[-1]
-        return [*job.context[:-1], MessageTurn(last.key, last.speaker, text)]
-
-    def _rewrite(self, job: _Job, verdict: Verdict) -> tuple[str, Verdict] | None:
+    def _rewrite(self, job: Job, verdict: Verdict) -> tuple[str, Verdict] | None:
         assert self.rewrite_with is not None
-        try:
-            reply = self.rewrite_with.invoke(self._rewrite_messages(job, verdict))
-        except Exception as exc:
-            log.warning("guardian rewrite failed; using the safe reply: %s", exc)
-            return None
-        turns = self._rewritten_turns(job, reply)
-        if turns is None:
-            return None
-        try:
-            return turns[-1].text, self.screener.screen("output", job.thread_id, turns)
-        except Exception as exc:
-            log.warning("guardian could not screen the rewrite; using the safe reply: %s", exc)
-            return None
+        return rewrite(self.rewrite_with, job, verdict, screener=self.screener)
 
-    async def _arewrite(self, job: _Job, verdict: Verdict) -> tuple[str, Verdict] | None:
+    async def _arewrite(self, job: Job, verdict: Verdict) -> tuple[str, Verdict] | None:
         assert self.rewrite_with is not None
-        try:
-            reply = await self.rewrite_with.ainvoke(self._rewrite_messages(job, verdict))
-        except Exception as exc:
-            log.warning("guardian rewrite failed; using the safe reply: %s", exc)
-            return None
-        turns = self._rewritten_turns(job, reply)
-        if turns is None:
-            return None
-        try:
-            return turns[-1].text, await self.screener.ascreen("output", job.thread_id, turns)
-        except Exception as exc:
-            log.warning("guardian could not screen the rewrite; using the safe reply: %s", exc)
-            return None
+        return await arewrite(self.rewrite_with, job, verdict, screener=self.screener)
 
     # --- applying the policy ----------------------------------------------------------------
 
-    def _decide(self, job: _Job, verdict: Verdict) -> str:
+    def _decide(self, job: Job, verdict: Verdict) -> str:
         """The policy's action; raises for "raise", and remembers a verdict about to be reviewed."""
         action = decide(verdict.assessment, flagged=verdict.flagged, policy=self.policy, on_error=self.on_error)
         if action == "raise":
             error = GuardianViolation if verdict.flagged else GuardianScreenError
             raise error(verdict.assessment, direction=job.direction, message_id=job.message.id)
-        if action == "review" and job.message.id:
-            with self._pending_lock:
-                self._reviews[str(job.message.id)] = verdict
-                while len(self._reviews) > 1024:
-                    self._reviews.popitem(last=False)
+        if action == "review":
+            self.reviews.hold(job, verdict)
         return action
 
-    def _ask(self, job: _Job, verdict: Verdict, injection: list[dict[str, object]]) -> _review.Reviewed:
-        """Pause the graph (LangGraph `interrupt()`); on resume this returns the reviewer's decision."""
-        record = compact(verdict.assessment, direction=job.direction, flagged=True, action="review",
-                         message_id=job.message.id, thread_id=job.thread_id, speaker=job.speaker)
-        if injection:
-            record["injection"] = injection
-        request = _review.review_request(
-            direction=job.direction,
-            text=message_text(job.message),
-            summary=verdict.notice or summary(verdict.assessment, direction=job.screen_direction),
-            record=record,
-            speaker=job.speaker,
-        )
-        reviewed = _review.read_decision(interrupt(request), direction=job.direction)
-        with self._pending_lock:
-            self._reviews.pop(str(job.message.id), None)
-        return reviewed
-
     def _act(
-        self, job: _Job, verdict: Verdict, injection: list[dict[str, object]], rewrite: tuple[str, Verdict] | None = None
+        self, job: Job, verdict: Verdict, injection: list[dict[str, object]], rewrite: tuple[str, Verdict] | None = None
     ) -> dict[str, Any]:
         action = self._decide(job, verdict)
-        reviewed = self._ask(job, verdict, injection) if action == "review" else None
-        update, record = self._apply(job, verdict, action, injection, rewrite, reviewed)
+        reviewed = self.reviews.ask(job, verdict, injection) if action == "review" else None
+        update, record = apply_action(job, verdict, action, injection, rewrite, reviewed,
+                                      replies=self._replies(), screener=self.screener)
         if self.trace_verdicts:
             trace_verdict(record)
         return update
 
     async def _aact(
-        self, job: _Job, verdict: Verdict, injection: list[dict[str, object]], rewrite: tuple[str, Verdict] | None = None
+        self, job: Job, verdict: Verdict, injection: list[dict[str, object]], rewrite: tuple[str, Verdict] | None = None
     ) -> dict[str, Any]:
         action = self._decide(job, verdict)
-        reviewed = self._ask(job, verdict, injection) if action == "review" else None
-        update, record = self._apply(job, verdict, action, injection, rewrite, reviewed)
+        reviewed = self.reviews.ask(job, verdict, injection) if action == "review" else None
+        update, record = apply_action(job, verdict, action, injection, rewrite, reviewed,
+                                      replies=self._replies(), screener=self.screener)
         if self.trace_verdicts:
             await atrace_verdict(record)
         return update
 
-    def _apply(
-        self,
-        job: _Job,
-        verdict: Verdict,
-        action: str,
-        injection: list[dict[str, object]],
-        rewrite: tuple[str, Verdict] | None,
-        reviewed: _review.Reviewed | None,
-    ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The state delta and the compact record of one screened turn under its action."""
-        failed = failed_screen(verdict.assessment, flagged=verdict.flagged)
-        if reviewed is not None:
-            action = {"approve": "approved", "edit": "edited", "reject": "rejected"}[reviewed.decision]
-        elif action == "warned" and not verdict.flagged:
-            action = "observed"
-        elif action == "blocked" and rewrite is not None and not rewrite[1].flagged and job.direction == "output":
-            action = "rewritten"
-        data = payload(verdict.assessment, direction=cast(Direction, job.direction), flagged=verdict.flagged, action=action, notice=verdict.notice)
-        if injection:
-            data["injection"] = injection
-        if reviewed is not None and reviewed.reason:
-            data["review_reason"] = reviewed.reason
-        original = message_text(job.message)
-        replacement: str | None = None
-        update: dict[str, Any] = {}
-        extra: list[BaseMessage] = []
-        if job.direction == "output":
-            if action == "rewritten" and rewrite is not None:
-                replacement = rewrite[0]
-            elif action in ("blocked", "rejected"):
-                replacement = self.error_reply if failed and action == "blocked" else self.safe_reply
-            elif action == "edited" and reviewed is not None:
-                replacement = reviewed.text
-            if action in ("blocked", "rewritten", "rejected"):
-                update["jump_to"] = "end"
-            if rewrite is not None:
-                data["rewrite_assessment"] = rewrite[1].assessment.model_dump(mode="json")
-        elif job.direction == "tool":
-            name = getattr(job.message, "name", None) or "tool"
-            if action in ("blocked", "rejected"):
-                replacement = tool_notice(name=name, summary=summary(verdict.assessment, direction="input") if verdict.flagged else None,
-                                          injection=injection, blocked=True, failed=failed and action == "blocked")
-            elif action == "edited" and reviewed is not None:
-                replacement = reviewed.text
-        elif action in ("blocked", "rejected"):
-            reply = self.input_error_reply if failed and action == "blocked" else self.input_block_reply
-            extra.append(annotate(AIMessage(content=reply, id=f"guardian-{uuid.uuid4()}"), data))
-            update["jump_to"] = "end"
-        if replacement is not None:
-            data["original_text"] = original
-            annotated = annotate(job.message.model_copy(update={"content": replacement}), data)  # same id: replaced in place
-        else:
-            annotated = annotate(job.message, data)
-            if action == "warned" and verdict.notice and job.direction in ("output", "tool"):
-                annotated = append_notice(annotated, verdict.notice)
-        self._remember(job, replacement, extra)
-        if verdict.flagged:
-            self.screener.notify(
-                GuardianEvent(
-                    direction=cast(Direction, job.direction),
-                    thread_id=job.thread_id,
-                    assessment=verdict.assessment,
-                    action=action,
-                    text=original,
-                    message_id=job.message.id,
-                )
-            )
-        record = compact(verdict.assessment, direction=job.direction, flagged=verdict.flagged, action=action,
-                         message_id=job.message.id, thread_id=job.thread_id,
-                         speaker=job.speaker if job.direction == "tool" else None)
-        if injection:
-            record["injection"] = injection[:3]
-        return {"messages": [annotated, *extra], STATE_KEY: [record], **update}, record
-
-    def _remember(self, job: _Job, replacement: str | None, extra: list[BaseMessage]) -> None:
-        """Thread memory (callers without a checkpointer): what the user and the model actually saw."""
-        if job.direction == "tool" or isinstance(job.message, ToolMessage):
-            return  # tool output is data the model read, not a turn of the conversation
-        remembered = list(job.context)
-        if replacement is not None:
-            remembered[-1] = MessageTurn(remembered[-1].key, remembered[-1].speaker, replacement)
-        for message in extra:
-            remembered.append(MessageTurn(str(message.id), self.screener.speakers.assistant, message_text(message)))
-        self.screener.memory.remember(job.thread_id, remembered)
-
-
-def _directions(directions: Sequence[Direction] | None, apply_to_input: bool | None, apply_to_output: bool | None) -> frozenset[Direction]:
-    """LangChain's spelling (apply_to_input/apply_to_output) or the older `directions=`, not both."""
-    if directions is not None:
-        if apply_to_input is not None or apply_to_output is not None:
-            raise ValueError("give either directions= or apply_to_input/apply_to_output, not both")
-        unknown = set(directions) - {"input", "output"}
-        if unknown:
-            raise ValueError(f"directions must be 'input' and/or 'output', not {sorted(unknown)}")
-        return frozenset(directions)
-    chosen: list[Direction] = []
-    if apply_to_input is not False:
-        chosen.append("input")
-    if apply_to_output is not False:
-        chosen.append("output")
-    return frozenset(chosen)
-
-
-def _combine(updates: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """One state delta from the deferred user-side result and the reply's, in that order."""
-    if not updates:
-        return None
-    out: dict[str, Any] = {STATE_KEY: []}
-    for update in updates:
-        for key, value in update.items():
-            if key in ("messages", STATE_KEY):
-                out.setdefault(key, []).extend(value)
-            else:
-                out[key] = value
-    return out
-
-
-def assessments(state: dict[str, Any], *, direction: Side | None = None) -> list[dict[str, Any]]:
-    """The guardian records of an agent result/state, optionally for one direction.
-
-    State keeps compact records; each is returned joined with what its message carries
-    (`response_metadata["guardian"]`: the full `assessment`, `notice`, `original_text`,
-    `rewrite_assessment`) while that message is still in `state["messages"]`.
-    """
-    by_id: dict[str, dict[str, Any]] = {}
-    for message in state.get("messages") or []:
-        data = message.response_metadata.get(METADATA_KEY) if isinstance(message, BaseMessage) else None
-        if message.id and isinstance(data, dict) and str(message.id) not in by_id:
-            by_id[str(message.id)] = data
-    out: list[dict[str, Any]] = []
-    for record in state.get(STATE_KEY) or []:
-        if direction is not None and record.get("direction") != direction:
-            continue
-        data = by_id.get(str(record.get("message_id")), {})
-        out.append({**data, **record})
-    return out
+    def _replies(self) -> Replies:
+        return Replies(safe_reply=self.safe_reply, input_block_reply=self.input_block_reply,
+                       error_reply=self.error_reply, input_error_reply=self.input_error_reply)
 
 
 __all__ = ["GuardianMiddleware", "GuardianScreenError", "GuardianState", "GuardianViolation", "assessments", "thread_id_of"]

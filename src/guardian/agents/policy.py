@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from guardian.agents._screening import summary
+from guardian.agents._screening import Direction, summary
 from guardian.findings import Assessment
 
 AgentPolicy = Literal["observe", "warn", "block", "review", "raise"]
@@ -100,6 +100,23 @@ def check_options(*, policy: str, on_error: str, allowed: Sequence[str] = POLICI
         raise ValueError(f"on_error must be 'pass', 'block' or 'raise', not {on_error!r}")
 
 
+def chosen_directions(directions: Sequence[Direction] | None, apply_to_input: bool | None, apply_to_output: bool | None) -> frozenset[Direction]:
+    """LangChain's spelling (apply_to_input/apply_to_output) or the older `directions=`, not both."""
+    if directions is not None:
+        if apply_to_input is not None or apply_to_output is not None:
+            raise ValueError("give either directions= or apply_to_input/apply_to_output, not both")
+        unknown = set(directions) - {"input", "output"}
+        if unknown:
+            raise ValueError(f"directions must be 'input' and/or 'output', not {sorted(unknown)}")
+        return frozenset(directions)
+    chosen: list[Direction] = []
+    if apply_to_input is not False:
+        chosen.append("input")
+    if apply_to_output is not False:
+        chosen.append("output")
+    return frozenset(chosen)
+
+
 __all__ = [
     "DEFAULT_ERROR_REPLY",
     "DEFAULT_INPUT_ERROR_REPLY",
@@ -108,6 +125,7 @@ __all__ = [
     "GuardianViolation",
     "OnError",
     "check_options",
+    "chosen_directions",
     "decide",
     "failed_screen",
 ]

@@ -71,7 +71,9 @@ class Conversations:
         self.metrics = metrics
         self.max_live = max_live
         self.log_text = log_text
-        self._live: OrderedDict[str, int] = OrderedDict()  # id -> turns the monitor holds, LRU order
+        # id -> turns the monitor holds, LRU order. Not a cachetools.LRUCache: eviction must skip the
+        # conversations a turn is being handled in (they may exceed max_live) and forget the monitor's state.
+        self._live: OrderedDict[str, int] = OrderedDict()
         self._locks: dict[str, tuple[asyncio.Lock, int]] = {}
         self._pending: dict[str, list[dict[str, Any]]] = {}
         # One thread for the store: sqlite3 wants one writer, and the order of writes is the order asked.
