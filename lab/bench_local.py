@@ -21,7 +21,7 @@ import time
 
 from guardian.conversation import Conversation
 from guardian.corpora.datasets import load_mentalmanip
-from guardian.detectors.local import LocalModelDetector, artifact_size_mb
+from guardian.detectors.local.detector import LocalModelDetector, artifact_size_mb
 
 
 def percentile(values: list[float], q: float) -> float:

@@ -7,7 +7,7 @@ import time
 
 from guardian.corpora.conversations import conversations_dir, load_conversations
 from guardian.corpora.datasets import load_mentalmanip, mentalmanip_path
-from guardian.detectors.turn_train import embedding_cache, training_encoder
+from guardian.detectors.local.corpus import embedding_cache, training_encoder
 
 
 def main() -> None:

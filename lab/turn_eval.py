@@ -20,8 +20,8 @@ import numpy as np
 from guardian.conversation import Conversation
 from guardian.corpora.conversations import conversations_dir, load_conversations, split_of
 from guardian.corpora.datasets import load_mentalmanip, mentalmanip_path
-from guardian.detectors.local import LocalModelDetector
-from guardian.detectors.turn_train import training_encoder
+from guardian.detectors.local.corpus import training_encoder
+from guardian.detectors.local.detector import LocalModelDetector
 
 
 def prefixes(c: Conversation, window: int) -> list[Conversation]:
@@ -104,7 +104,7 @@ def main() -> None:
         }
     # Techniques / vulnerabilities of the manipulative dialogues that carry labels: the top turn's.
     tt, tp_, vt, vp = [], [], [], []
-    from guardian.detectors.turn_data import TECHNIQUES, VULNERABILITIES
+    from guardian.detectors.local.model import TECHNIQUES, VULNERABILITIES
 
     for d, s in zip(dialogues, final, strict=True):
         top = int(np.argmax(s.scores.logits))

@@ -8,7 +8,8 @@ import sys
 
 import numpy as np
 
-from guardian.detectors.turn_train import TrainConfig, calibrate, dev_scores, fit, load_corpus, log
+from guardian.detectors.local.corpus import load_corpus
+from guardian.detectors.local.train import TrainConfig, calibrate, dev_scores, fit, log
 
 
 def auc(pos: np.ndarray, neg: np.ndarray) -> float:
@@ -22,7 +23,7 @@ def chatbot_check(model: object) -> dict[str, int]:
     from pathlib import Path
 
     from guardian.corpora.conversations import load_conversations
-    from guardian.detectors.local import LocalModelDetector
+    from guardian.detectors.local.detector import LocalModelDetector
 
     out: dict[str, int] = {}
     for c in load_conversations(Path(__file__).parent / "data" / "chatbot_replies.jsonl"):

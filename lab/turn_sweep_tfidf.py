@@ -8,7 +8,8 @@ import json
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
-from guardian.detectors.turn_train import TrainConfig, calibrate, dev_scores, fit, load_corpus, log
+from guardian.detectors.local.corpus import load_corpus
+from guardian.detectors.local.train import TrainConfig, calibrate, dev_scores, fit, log
 
 
 def auc(pos: np.ndarray, neg: np.ndarray) -> float:

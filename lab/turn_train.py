@@ -7,7 +7,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from guardian.detectors.turn_train import TrainConfig, log, train_and_save
+from guardian.detectors.local.train import TrainConfig, log, train_and_save
 
 
 def main() -> None:

@@ -10,7 +10,7 @@ import pytest
 from guardian.cli import main
 from guardian.eval.local_eval import label_decisions, training_files
 from guardian.eval.metrics import LIVE_KEYS, REPORT_KEYS
-from tests.detectors.local_data import write_conversations, write_subset
+from tests.detectors.local.local_data import write_conversations, write_subset
 
 pytestmark = pytest.mark.slow
 

@@ -121,7 +121,7 @@ def bench_detect(runs: int) -> Figures:
     if name == "local":
         import importlib
 
-        size = getattr(importlib.import_module("guardian.detectors.local"), "artifact_size_mb", None)
+        size = getattr(importlib.import_module("guardian.detectors.local.detector"), "artifact_size_mb", None)
         if callable(size):
             figures["artifact_mb"] = size()
         figures["keyphrases"] = _detector_suite("keyphrases", runs)

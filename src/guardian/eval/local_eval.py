@@ -19,8 +19,8 @@ from pathlib import Path
 import numpy as np
 
 from guardian.corpora.datasets import LabelledDialogue, load_mentalmanip
-from guardian.detectors.local import LocalModelDetector
-from guardian.detectors.turn_data import TECHNIQUES, VULNERABILITIES
+from guardian.detectors.local.detector import LocalModelDetector
+from guardian.detectors.local.model import TECHNIQUES, VULNERABILITIES
 from guardian.eval.metrics import MentalManipReport, binary_metrics, multilabel_metrics
 
 
@@ -126,8 +126,8 @@ def run_train(*, data: Sequence[str] | None, out: str | None, seed: int, convers
     import dataclasses
     import json
 
-    from guardian.detectors.local import cache_artifact_dir, forget_loaded_models
-    from guardian.detectors.turn_train import TrainConfig, train_and_save
+    from guardian.detectors.local.detector import cache_artifact_dir, forget_loaded_models
+    from guardian.detectors.local.train import TrainConfig, train_and_save
     from guardian.progress import tqdm_progress
 
     config = TrainConfig(seed=seed)

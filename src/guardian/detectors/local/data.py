@@ -18,11 +18,10 @@ import numpy as np
 from guardian.conversation import Conversation
 from guardian.corpora.conversations import LabelledConversation
 from guardian.corpora.datasets import LabelledDialogue
-from guardian.detectors.turn_features import turn_rows
-from guardian.taxonomy import Technique, Vulnerability
+from guardian.detectors.local.features import turn_rows
+from guardian.detectors.local.model import TECHNIQUES, VULNERABILITIES
 
-TECHNIQUES: tuple[Technique, ...] = tuple(Technique)
-VULNERABILITIES: tuple[Vulnerability, ...] = tuple(Vulnerability)
+__all__ = ["TECHNIQUES", "VULNERABILITIES", "Bag", "TrainingSet", "build"]
 
 
 @dataclass

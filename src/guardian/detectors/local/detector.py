@@ -1,7 +1,7 @@
 """The embedded default detector: a turn-level manipulation model on CPU, quoting its evidence.
 
 Every turn of the window is scored in the context of the turns before it
-(`turn_features`): how likely *this turn, by this speaker* is manipulative, per
+(`features`): how likely *this turn, by this speaker* is manipulative, per
 technique and vulnerability, and how likely it is a scam request (one-time codes,
 passwords, gift cards, remote access, secrecy). The window's probability is its
 most suspicious turn's, so harmless talk never adds up to a flag however long it
@@ -29,10 +29,15 @@ import numpy as np
 from guardian import locations
 from guardian.conversation import Conversation, Turn
 from guardian.detectors.base import Detector
-from guardian.detectors.scam_requests import request_sentences
-from guardian.detectors.turn_data import TECHNIQUES, VULNERABILITIES
-from guardian.detectors.turn_features import replace_turn_vector, turn_rows
-from guardian.detectors.turn_model import ArtifactError, TurnModel, TurnScores
+from guardian.detectors.local.features import replace_turn_vector, turn_rows
+from guardian.detectors.local.model import (
+    TECHNIQUES,
+    VULNERABILITIES,
+    ArtifactError,
+    TurnModel,
+    TurnScores,
+)
+from guardian.detectors.local.scam_requests import request_sentences
 from guardian.encoding.sentence_encoder import SentenceEncoder, shared_encoder
 from guardian.errors import ModelUnavailable
 from guardian.findings import Assessment, Finding

@@ -1,6 +1,6 @@
 """The turn model at run time: NumPy weights, no torch, no training code.
 
-One small network over `turn_features` rows: a hidden layer shared by four heads
+One small network over `features` rows: a hidden layer shared by four heads
 (manipulation, the 11 techniques, the 5 vulnerabilities, scam request). The
 manipulation and scam heads are calibrated (Platt scaling on the development
 part, conversation by conversation: a conversation's score is its highest turn),
@@ -22,7 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from guardian.detectors.turn_data import TECHNIQUES, VULNERABILITIES
+from guardian.taxonomy import Technique, Vulnerability
+
+#: Column order of the technique and vulnerability heads (and of the training labels).
+TECHNIQUES: tuple[Technique, ...] = tuple(Technique)
+VULNERABILITIES: tuple[Vulnerability, ...] = tuple(Vulnerability)
 
 MANIFEST = "manifest.json"
 WEIGHTS = "weights.npz"
@@ -77,7 +81,7 @@ class TurnModel:
     vulnerability_ratio: float = 0.8
     metrics: dict[str, Any] = field(default_factory=dict)
     info: dict[str, Any] = field(default_factory=dict)
-    #: Whether the features include the mean of the recent turns (`turn_features.turn_rows(context=)`).
+    #: Whether the features include the mean of the recent turns (`features.turn_rows(context=)`).
     context: bool = False
     #: Weights of a linear block over sparse features (TF-IDF of the turn), when trained with one.
     sparse_w: np.ndarray | None = None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from guardian.detectors.scam_requests import request_sentences
+from guardian.detectors.local.scam_requests import request_sentences
 
 
 @pytest.mark.parametrize("text", [

@@ -11,13 +11,13 @@ import pytest
 
 from guardian.conversation import Conversation, Turn
 from guardian.corpora.conversations import load_conversations, split_of
-from guardian.detectors.local import SCAM_REQUEST, LocalModelDetector, load_model
-from guardian.detectors.turn_features import WIDTH, turn_rows
-from guardian.detectors.turn_model import ArtifactError, TurnModel
-from guardian.detectors.turn_train import TrainConfig, train_and_save
+from guardian.detectors.local.detector import SCAM_REQUEST, LocalModelDetector, load_model
+from guardian.detectors.local.features import WIDTH, turn_rows
+from guardian.detectors.local.model import ArtifactError, TurnModel
+from guardian.detectors.local.train import TrainConfig, train_and_save
 from guardian.errors import ModelUnavailable
 from guardian.findings import Assessment
-from tests.detectors.local_data import write_conversations, write_subset
+from tests.detectors.local.local_data import write_conversations, write_subset
 
 pytestmark = pytest.mark.slow
 

@@ -1,6 +1,6 @@
 """Training of the turn model (what `guardian train` runs); never imported on the per-turn path.
 
-Multiple-instance learning over the bags of `turn_data`: a bag's manipulation
+Multiple-instance learning over the bags of `data`: a bag's manipulation
 logit is a soft maximum of its turns' logits (softmax-weighted mean, so it lies
 between the mean and the maximum and never grows with the number of turns);
 turns known to be harmless are pushed down one by one. Technique and
@@ -22,27 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from guardian import locations
-from guardian.conversation import Conversation
-from guardian.corpora.datasets import LabelledDialogue
-from guardian.detectors.turn_data import TECHNIQUES, VULNERABILITIES, Bag, TrainingSet
-from guardian.detectors.turn_model import MANIP, OUTPUTS, SCAM, TECH, VULN, TurnModel
-from guardian.encoding.sentence_encoder import MODEL_NAME, SentenceEncoder
+from guardian.detectors.local.corpus import Corpus, load_corpus
+from guardian.detectors.local.data import TECHNIQUES, VULNERABILITIES, Bag, TrainingSet
+from guardian.detectors.local.model import MANIP, OUTPUTS, SCAM, TECH, VULN, TurnModel
 from guardian.progress import Progress
-
-MAX_TOKENS = 128
-
-
-
-def embedding_cache() -> Path:
-    return locations.cache_dir() / "turn_model_embeddings" / f"{MODEL_NAME}-{MAX_TOKENS}.npz"
-
-
-def training_encoder() -> SentenceEncoder:
-    """An encoder whose cache holds the whole corpus, preloaded from disk."""
-    encoder = SentenceEncoder(max_tokens=MAX_TOKENS, cache_size=1_000_000, batch_size=64)
-    encoder.preload(embedding_cache())
-    return encoder
 
 
 @dataclass(frozen=True, slots=True)
@@ -263,78 +246,6 @@ def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
 
-# -- the whole recipe ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class Corpus:
-    """What a training run reads, split into parts."""
-
-    data: TrainingSet
-    train: list[Bag]
-    dev: list[Bag]
-    #: Sparse features (TF-IDF of each turn) when the model has a sparse block.
-    sparse: Any = None
-
-
-def load_corpus(
-    *,
-    seed: int = 17,
-    mentalmanip: Sequence[Path] | None = None,
-    conversations: Sequence[Path] | None = None,
-    progress: Progress | None = None,
-    context: bool = False,
-    hints: bool = True,
-) -> Corpus:
-    """MentalManip and conversations of other kinds, train and dev parts only.
-
-    By default MentalManip con trains every head and the maj-only dialogues the label heads
-    (majority labels made the binary decision worse, docs/model-card.md); given CSVs train
-    every head (merged by id, first file wins). Conversations: `data/conversations/*.jsonl`.
-    """
-    from guardian.corpora.conversations import conversations_dir, load_conversations, split_of
-    from guardian.corpora.datasets import load_mentalmanip, mentalmanip_path
-    from guardian.detectors import turn_data
-
-    if mentalmanip:
-        seen: dict[str, LabelledDialogue] = {}
-        for path in mentalmanip:
-            for d in load_mentalmanip(path):
-                seen.setdefault(d.id, d)
-        con, maj_only = list(seen.values()), []
-    else:
-        con = load_mentalmanip(mentalmanip_path("con"))
-        con_ids = {d.id for d in con}
-        maj_only = [d for d in load_mentalmanip(mentalmanip_path("maj")) if d.id not in con_ids]
-    files = sorted(conversations_dir().glob("*.jsonl")) if conversations is None else list(conversations)
-    others = [c for f in files for c in load_conversations(f)]
-
-    def part(i: str) -> str:
-        return split_of(i, seed=seed)
-
-    keep = ("train", "dev")
-    con = [d for d in con if part(d.id) in keep]
-    maj_only = [d for d in maj_only if part(d.id) == "train"]
-    others = [c for c in others if part(c.id) in keep]
-    encoder = training_encoder()
-    texts = [t.text for d in (*con, *maj_only) for t in d.conversation.turns]
-    texts += [t.text for c in others for t in c.conversation.turns]
-
-    def embed_progress(done: int, total: int) -> None:
-        if progress is not None:
-            progress("embedding turns", done, total)
-
-    encoder.encode(list(dict.fromkeys(texts)), progress=embed_progress)
-    encoder.persist(embedding_cache())
-    pairs = reframed_pairs([d for d in con if part(d.id) == "train"], [c for c in others if part(c.id) == "train"],
-                           seed=seed) if hints else []
-    data = turn_data.build(dialogues=con, label_only=maj_only, conversations=others, embed=encoder.encode,
-                           context=context, hint=key_phrase_hint if hints else None, pairs=pairs)
-    train = [b for b in data.bags if part(b.conversation_id) == "train"]
-    dev = [b for b in data.bags if part(b.conversation_id) == "dev"]
-    return Corpus(data=data, train=train, dev=dev)
-
-
 # -- calibration and thresholds on the development part -------------------------------------------
 
 #: Highest share of ordinary conversations of each kind flagged at some turn, per sensitivity.
@@ -465,39 +376,6 @@ def calibrate(model: TurnModel, corpus: Corpus) -> dict[str, object]:
     metrics["dev_vulnerability_micro_f1"] = round(_micro_f1(
         scores.vuln_true[vlab], _ratio_decisions(scores.vuln[vlab], model.vulnerability_ratio)), 4)
     return metrics
-
-
-def reframed_pairs(
-    dialogues: Sequence[LabelledDialogue], others: Sequence[Any], *, seed: int
-) -> list[tuple[Conversation, float]]:
-    """MentalManip turns re-framed as a reply to an ordinary request from another kind of conversation.
-
-    Why: every turn of the assistant and everyday corpora is harmless, so a model can learn "this
-    register is harmless" instead of "these words are harmless". A key-phrase turn of a
-    manipulative dialogue (positive) and any turn of a non-manipulative one (negative), each
-    placed after a user turn of a task dialogue, break that confound. Train part only.
-    """
-    rng = np.random.default_rng(seed)
-    openers = [c.conversation.turns[0].text for c in others if c.kind == "sgd" and c.conversation.turns]
-    if not openers:
-        return []
-    out: list[tuple[Conversation, float]] = []
-    for d in dialogues:
-        turns = d.conversation.turns
-        chosen = [t for t in turns if key_phrase_hint(t.text)] if d.manipulative else list(turns)
-        for t in chosen:
-            opener = openers[int(rng.integers(len(openers)))]
-            conversation = Conversation.from_pairs([("User", opener), ("Assistant", t.text)], id=d.id)
-            out.append((conversation, 1.0 if d.manipulative else 0.0))
-    return out
-
-
-def key_phrase_hint(text: str) -> bool:
-    """Whether a sentence of `text` matches one of MentalManip's key phrases (the paper's length rule)."""
-    from guardian.detectors.keyphrases import match_sentence
-    from guardian.grounding import sentences
-
-    return any(match_sentence(s.text) for s in sentences(text))
 
 
 def train_and_save(

@@ -1,0 +1,51 @@
+"""Training-only additions to the turn model's corpus: MentalManip turns re-framed as replies to an
+ordinary request, and the key-phrase hint that picks which turns of a manipulative dialogue carry it.
+
+Why apart from `train`: the recipe (fit, calibration) reads better without the data tricks, and the
+hint is the one place a detector package borrows another's code (the key-phrase matcher of
+`detectors.keyphrases` as a weak label), at training time only; the import-linter independence
+contract names this module as its single exception.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from guardian.conversation import Conversation
+from guardian.corpora.datasets import LabelledDialogue
+
+
+def reframed_pairs(
+    dialogues: Sequence[LabelledDialogue], others: Sequence[Any], *, seed: int
+) -> list[tuple[Conversation, float]]:
+    """MentalManip turns re-framed as a reply to an ordinary request from another kind of conversation.
+
+    Why: every turn of the assistant and everyday corpora is harmless, so a model can learn "this
+    register is harmless" instead of "these words are harmless". A key-phrase turn of a
+    manipulative dialogue (positive) and any turn of a non-manipulative one (negative), each
+    placed after a user turn of a task dialogue, break that confound. Train part only.
+    """
+    rng = np.random.default_rng(seed)
+    openers = [c.conversation.turns[0].text for c in others if c.kind == "sgd" and c.conversation.turns]
+    if not openers:
+        return []
+    out: list[tuple[Conversation, float]] = []
+    for d in dialogues:
+        turns = d.conversation.turns
+        chosen = [t for t in turns if key_phrase_hint(t.text)] if d.manipulative else list(turns)
+        for t in chosen:
+            opener = openers[int(rng.integers(len(openers)))]
+            conversation = Conversation.from_pairs([("User", opener), ("Assistant", t.text)], id=d.id)
+            out.append((conversation, 1.0 if d.manipulative else 0.0))
+    return out
+
+
+def key_phrase_hint(text: str) -> bool:
+    """Whether a sentence of `text` matches one of MentalManip's key phrases (the paper's length rule)."""
+    from guardian.detectors.keyphrases import match_sentence
+    from guardian.grounding import sentences
+
+    return any(match_sentence(s.text) for s in sentences(text))
