@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import io
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import jsonschema
@@ -550,3 +550,117 @@ def test_invalid_utf8_on_stdin_is_refused_by_analyze_like_a_file(
     assert main(["analyze", "-", "--detectors", "word-test"]) == 2
     err = capsys.readouterr().err
     assert err.strip().splitlines() == ["error: <stdin>, line 2: byte 16 is not valid UTF-8 text; send it as UTF-8"]
+
+
+# --- `--follow` wakes on watchfiles' change reports (issue 20), polling where it cannot watch ---
+
+#: Long enough that only a change report (not a timer) can explain a quick read.
+NEVER = 60.0
+
+
+async def _follow_until(
+    path: Path, count: int, write: Callable[[], Awaitable[None]], **options: float
+) -> list[TurnInput]:
+    """Follow `path`, run `write` once the follower is waiting, return the first `count` turns."""
+    stop = asyncio.Event()
+    got: list[TurnInput] = []
+
+    async def read() -> None:
+        async for item in follow_file(path, idle_flush=0.05, stop=stop, **options):
+            assert isinstance(item, TurnInput)
+            got.append(item)
+            if len(got) == count:
+                stop.set()
+                return
+
+    task = asyncio.create_task(read())
+    await asyncio.sleep(0.5)  # the watcher is up
+    await write()
+    await asyncio.wait_for(task, timeout=10)
+    return got
+
+
+async def test_follow_wakes_on_a_change_report_not_a_timer(tmp_path: Path) -> None:
+    path = tmp_path / "live.log"
+    path.write_text("Ann: first\n", encoding="utf-8")
+
+    async def append() -> None:
+        with path.open("a", encoding="utf-8") as f:
+            f.write("Ben: second\n")
+
+    got = await _follow_until(path, 2, append, poll=NEVER, recheck=NEVER)
+    assert [t.text for t in got] == ["first", "second"]
+
+
+async def test_follow_waits_for_a_file_created_later_and_reads_a_rotated_one(tmp_path: Path) -> None:
+    path = tmp_path / "later.log"
+
+    async def create_then_rotate() -> None:
+        path.write_text("Ann: one\nBen: two\n", encoding="utf-8")
+        await asyncio.sleep(0.5)
+        path.rename(tmp_path / "later.log.1")
+        path.write_text("Cy: three, a new file longer than the old\n", encoding="utf-8")  # a new inode: from its start
+
+    got = await _follow_until(path, 3, create_then_rotate, poll=NEVER, recheck=NEVER)
+    assert [(t.speaker, t.text) for t in got] == [("Ann", "one"), ("Ben", "two"), ("Cy", "three, a new file longer than the old")]
+
+
+async def test_follow_polls_where_watchfiles_cannot_watch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import watchfiles
+
+    def no_watch(*_paths: object, **_options: object) -> object:
+        raise OSError(28, "inotify watch limit reached")
+
+    monkeypatch.setattr(watchfiles, "awatch", no_watch)
+    path = tmp_path / "live.log"
+    path.write_text("Ann: first\n", encoding="utf-8")
+
+    async def append() -> None:
+        with path.open("a", encoding="utf-8") as f:
+            f.write("Ben: second\n")
+
+    got = await _follow_until(path, 2, append, poll=0.02, recheck=NEVER)
+    assert [t.text for t in got] == ["first", "second"]
+
+
+async def test_follow_reads_a_fifo_as_a_stream(tmp_path: Path) -> None:
+    """A FIFO has no size to poll and no change to watch: it is read as it is written."""
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe.log"
+    os.mkfifo(fifo)
+
+    def writer() -> None:
+        with fifo.open("w", encoding="utf-8") as f:
+            f.write("Ann: over the pipe\n" + "x" * 500 + "\nBen: still here\n")
+
+    thread = threading.Thread(target=writer, daemon=True)
+    got: list[TurnInput | InputProblem] = []
+
+    async def read() -> None:
+        async for item in follow_file(fifo, idle_flush=0.05, max_turn_chars=100):
+            got.append(item)
+
+    thread.start()
+    await asyncio.wait_for(read(), timeout=10)
+    assert [type(i).__name__ for i in got] == ["TurnInput", "InputProblem", "TurnInput"]
+    assert isinstance(got[2], TurnInput) and got[2].text == "still here"
+
+
+def test_watch_follow_on_a_fifo_reads_until_its_writer_closes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`--follow` once opened the FIFO to check it (waiting for a writer), then polled a size that stays 0."""
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe.log"
+    os.mkfifo(fifo)
+
+    def writer() -> None:
+        with fifo.open("w", encoding="utf-8") as f:
+            f.write(CHAT)
+
+    threading.Thread(target=writer, daemon=True).start()
+    assert main(["watch", str(fifo), "--follow", "--headless", "--detectors", "word-test", "--no-log"]) == 0
+    events = _lines(capsys.readouterr().out)
+    assert [e["turn"]["speaker"] for e in events if e["type"] == "turn"] == ["Ann", "Ben", "Ann"]

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import json
 import os
+import stat
 import sys
 import time
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -262,8 +264,12 @@ def prepare(
         if followed.is_dir():
             raise InputError("is a directory; give a chat log file", source=file)
         try:  # say so now: following a file that is not there (or not readable) waited without a word
-            with followed.open("rb"):
-                pass
+            if stat.S_ISFIFO(followed.stat().st_mode):  # opening one waits for its writer: ask instead
+                if not os.access(followed, os.R_OK):
+                    raise PermissionError(errno.EACCES, os.strerror(errno.EACCES))
+            else:
+                with followed.open("rb"):
+                    pass
         except FileNotFoundError:
             raise InputError("file not found; --follow reads a chat log that exists (create it first)",
                              source=file) from None

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import stat
 import threading
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, replace
@@ -282,36 +283,125 @@ class _TailLines:
             self.lines.put_nowait(LineTooLong())
 
 
+class _Wakeup:
+    """When `follow_file` should look at its file again: on a change watchfiles reports, and
+    every `recheck` seconds in any case; or, where watchfiles cannot watch, every `poll` seconds.
+
+    watchfiles (inotify, FSEvents, ReadDirectoryChangesW) watches the file's folder, so a file
+    created later, rotated (renamed away and created again) or truncated is seen as well as an
+    append. It cannot help where the file system reports nothing: a folder that does not exist,
+    no inotify watches left, a network or bind-mounted folder written from another machine. The
+    watcher then fails (or stays silent) and the `recheck` stat, or plain `poll`-second stat
+    polling after a failure, still finds what was appended.
+    """
+
+    def __init__(self, path: Path, *, poll: float, recheck: float) -> None:
+        self.poll = poll
+        self.recheck = recheck
+        self.changed = asyncio.Event()
+        self.watching = True
+        absolute, resolved = path.absolute(), path.resolve()
+        self._targets = {str(absolute), str(resolved)}
+        self._folders = sorted({str(absolute.parent), str(resolved.parent)})
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._watch())
+
+    async def _watch(self) -> None:
+        try:
+            from watchfiles import awatch
+
+            async for _changes in awatch(
+                *self._folders,
+                watch_filter=lambda _change, changed: changed in self._targets,
+                recursive=False,
+                debounce=200,
+                step=20,
+            ):
+                self.changed.set()
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # cannot watch here: poll instead (the follow goes on)
+            self.watching = False
+            self.changed.set()
+
+    async def wait(self) -> None:
+        if not self.watching:
+            await asyncio.sleep(self.poll)
+            return
+        try:
+            await asyncio.wait_for(self.changed.wait(), timeout=self.recheck)
+        except TimeoutError:
+            pass
+        self.changed.clear()
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+
+
+def _is_stream(path: Path) -> bool:
+    """A FIFO or a character device (/dev/stdin is one of these): it has no size and no
+    appends for watchfiles or `stat` to see, only data to read as it comes."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
 async def follow_file(
     path: Path,
     *,
     pacer: Pacer | None = None,
     poll: float = 0.2,
+    recheck: float = 1.0,
     idle_flush: float = 0.5,
     stop: asyncio.Event | None = None,
     max_turn_chars: int = DEFAULT_MAX_TURN_CHARS,
 ) -> AsyncIterator[SourceItem]:
     """Read a file from the start, then keep reading what is appended (like `tail -f`).
 
-    A file that shrinks (rotated or truncated) is read again from its start. What was
-    appended is read in pieces of at most `line_byte_limit` bytes, and a line (complete or
-    still growing) longer than that is dropped as `LineTooLong` with the rest of it skipped,
-    so a huge append or a writer that never ends its line cannot fill memory.
+    The file is read again when watchfiles reports a change (and every `recheck` seconds in
+    case it missed one); where it cannot watch, every `poll` seconds (`_Wakeup`). A file that
+    does not exist yet is waited for. A file that shrinks (truncated) or is another file under
+    the same name (rotated: a new inode) is read again from its start. What was appended is read in pieces of at most `line_byte_limit` bytes, and
+    a line (complete or still growing) longer than that is dropped as `LineTooLong` with the
+    rest of it skipped, so a huge append or a writer that never ends its line cannot fill memory.
+
+    A FIFO or character device (`/dev/stdin`) has neither a size nor changes to watch: it is
+    read as a stream (`read_stream`, the same bounded lines), opened in a thread because
+    opening a FIFO waits for its writer.
     """
+    if _is_stream(path):
+        stream = await asyncio.to_thread(path.open, "rb")
+        try:
+            async for item in read_stream(stream, pacer=pacer, idle_flush=idle_flush, max_turn_chars=max_turn_chars):
+                if stop is not None and stop.is_set():
+                    return
+                yield item
+        finally:
+            stream.close()
+        return
     lines: asyncio.Queue[QueuedLine] = asyncio.Queue()
     stop = stop or asyncio.Event()
     tail_lines = _TailLines(lines, limit=line_byte_limit(max_turn_chars))
+    wakeup = _Wakeup(path, poll=poll, recheck=recheck)
 
     async def tail() -> None:
         pos = 0
+        identity: tuple[int, int] | None = None  # (device, inode): a rotated file is another file
         while not stop.is_set():
             try:
-                size = path.stat().st_size
+                info = path.stat()
+                size, now = info.st_size, (info.st_dev, info.st_ino)
             except FileNotFoundError:
-                size = 0
-            if size < pos:
+                size, now = 0, None
+            if size < pos or (now is not None and identity is not None and now != identity):
                 pos = 0
                 tail_lines.reset()
+            identity = now if now is not None else identity
             if size > pos:
                 with path.open("rb") as f:
                     f.seek(pos)
@@ -322,9 +412,10 @@ async def follow_file(
                         pos += len(data)
                         tail_lines.feed(data)
                         await asyncio.sleep(0)
-            await asyncio.sleep(poll)
+            await wakeup.wait()
         lines.put_nowait(None)
 
+    wakeup.start()
     task = asyncio.create_task(tail())
     try:
         async for item in _assemble(lines, pacer, idle_flush=idle_flush, max_turn_chars=max_turn_chars):
@@ -332,3 +423,4 @@ async def follow_file(
     finally:
         stop.set()
         task.cancel()
+        wakeup.close()
