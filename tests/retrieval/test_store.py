@@ -150,8 +150,12 @@ def test_cli_index(subset: list[LabelledDialogue], tmp_path: Path, capsys: pytes
         for d in subset[:4]:
             writer.writerow(source[d.id])
     assert main(["index", "--data", str(tmp_path)]) == 0
-    assert "4 dialogues (4 added, 0 removed)" in capsys.readouterr().out
+    first = capsys.readouterr()
+    assert "4 dialogues (4 added, 0 removed)" in first.out
+    assert "embedding dialogues" in first.err and "4/4" in first.err  # guardian's one progress bar (tqdm)
     assert main(["index", "--data", str(csv_path)]) == 0
-    assert "4 dialogues (0 added, 0 removed)" in capsys.readouterr().out
+    again = capsys.readouterr()
+    assert "4 dialogues (0 added, 0 removed)" in again.out
+    assert "embedding dialogues" not in again.err  # nothing to embed, no bar
     assert main(["index", "--data", str(tmp_path / "missing")]) == 2
     assert "file not found" in capsys.readouterr().err

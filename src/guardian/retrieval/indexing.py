@@ -1,4 +1,4 @@
-"""`guardian index`: build the example store from labelled dialogues, with a progress bar."""
+"""`guardian index`: build the example store from labelled dialogues, with a progress bar (tqdm)."""
 
 from __future__ import annotations
 
@@ -25,31 +25,22 @@ def resolve_data(data: str | Path | None) -> Path:
 
 
 def run_index(*, data: str | Path | None = None, rebuild: bool = False, store: ExampleStore | None = None) -> BuildReport:
-    """Index the labelled dialogues; only what is missing is embedded (ids = dataset ids)."""
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
+    """Index the labelled dialogues; only what is missing is embedded (ids = dataset ids).
+
+    The bar is guardian's one progress helper (tqdm on stderr, `guardian.progress`); nothing is
+    drawn when everything is already indexed."""
+    from guardian.progress import tqdm_progress
 
     csv_path = resolve_data(data)
     dialogues = load_mentalmanip(csv_path)
     store = store or ExampleStore.from_settings()
-    with Progress(
-        TextColumn("embedding dialogues"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        transient=True,
-    ) as bar:
-        task = bar.add_task("index", total=None)
+    bar = tqdm_progress("embedding dialogues")
 
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+    def progress(done: int, total: int) -> None:
+        if total:
+            bar("", done, total)
 
-        return store.build(dialogues, source=csv_path.stem, rebuild=rebuild, progress=progress)
+    return store.build(dialogues, source=csv_path.stem, rebuild=rebuild, progress=progress)
 
 
 def describe(report: BuildReport, where: str) -> str:
