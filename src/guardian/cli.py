@@ -198,7 +198,7 @@ def train_intent(
     ] = None,
 ) -> None:
     """Rebuild the intent (face-act) model from the labelled data, deterministically."""
-    from guardian.detectors.intent_cli import run_train_intent
+    from guardian.detectors.intent.cli import run_train_intent
 
     run_train_intent(out=out, data=data, linear_only=linear_only, encoder=encoder, layers=layers, retrain=retrain,
                      escalate=escalation, everyday=everyday, everyday_half=everyday_half)
@@ -395,7 +395,7 @@ def serve(
 @app.command()
 def bench(
     suite: Annotated[
-        str, typer.Option("--suite", "-s", help="detect | intent | monitor | scale | audio | middleware | bulk | serve | all (comma-separated for several)")
+        str, typer.Option("--suite", "-s", help="detect | intent | monitor | scale | audio | middleware | bulk | serve | index | watch | all (comma-separated for several)")
     ] = "all",
     output_format: Annotated[str, typer.Option("--format", "-f", help="json | text")] = "json",
     runs: Annotated[int, typer.Option("--runs", min=5, help="Measured runs per figure (median reported).")] = 5,

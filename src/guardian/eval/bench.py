@@ -229,6 +229,22 @@ def bench_serve_suite(runs: int) -> Figures:
     return bench_serve(runs)
 
 
+@suite("index")
+def bench_index_suite(runs: int) -> Figures:
+    """The example store: embed and index mentalmanip_con (temporary folder), then k=3 queries."""
+    from guardian.eval.bench_index import bench_index
+
+    return bench_index(runs)
+
+
+@suite("watch")
+def bench_watch_suite(runs: int) -> Figures:
+    """`guardian watch`'s TUI with a 300 ms detector: typed turn and its assessment on screen, loop lag."""
+    from guardian.eval.bench_watch import bench_watch
+
+    return bench_watch(runs)
+
+
 @suite("audio")
 def bench_audio(runs: int) -> Figures:
     """`listen --fast` on a synthesised mono dialogue: RTF and end of utterance -> assessment."""
