@@ -100,7 +100,7 @@ class _Loaded:
     tokenizer: Any
     torch: Any
     lock: threading.Lock
-    single: Any = None  # TorchScript of `model` for one unpadded text, where tracing works
+    single: Any = None  # TorchScript of `model` for unpadded texts (one, or a batch of one length), where tracing works
 
 
 def quiet_loss_property(model: Any) -> None:
@@ -118,7 +118,7 @@ def _trace_encoder(torch: Any, model: Any, tokenizer: Any) -> Any:
     other half cannot overlap it). The traced graph gives the same vectors and releases the
     GIL: 17.4 -> 11.0 ms per utterance with two training jobs on the cores, 6.7 -> 6.3 ms
     idle (docs/intent.md). Traced on the first text, used only if it matches the eager model
-    on texts of other lengths, because a trace can bake in shapes.
+    on texts of other lengths and on a batch, because a trace can bake in shapes.
     """
     quiet_loss_property(model)
 
@@ -136,6 +136,9 @@ def _trace_encoder(torch: Any, model: Any, tokenizer: Any) -> Any:
     for text in texts:
         batch = tokenizer([text], truncation=True, max_length=256, return_tensors="pt")
         examples.append((batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]))
+    # ... and on a batch of equal-length texts, since `_embed` runs every batch through it.
+    pair = tokenizer(["word " * 20, "talk " * 20], truncation=True, max_length=256, padding=True, return_tensors="pt")
+    examples.append((pair["input_ids"], pair["token_type_ids"], pair["attention_mask"]))
     try:
         with torch.inference_mode(), warnings.catch_warnings():
             # torch.jit says it is deprecated and warns about the shapes it fixes; the check
@@ -232,31 +235,44 @@ class SentenceEncoder:
         self.encode(["warm up"])
 
     def _embed(self, texts: list[str]) -> np.ndarray:
+        """Vectors of `texts`, each computed unpadded: texts of the same token count are batched together.
+
+        Why unpadded: in bfloat16 a padded text's vector differs slightly (up to ~4e-3) with the
+        padded length, so a vector depended on which texts shared its batch: a bulk run's rows on
+        what else its worker screened, `guardian analyze FILE` on the rest of the file, and neither
+        matched the live monitor, which encodes one new turn alone. Unpadded, a vector is a function
+        of the text only (rows of a batch do not affect each other), whoever asks and in whatever
+        company, so vectors can be cached and batched across conversations (issue 23); it also
+        skips the padding's work (MentalManip dialogues padded per dialogue were 2.4x their tokens).
+        """
         loaded = _load(self.path, self.precision)
         torch, tokenizer = loaded.torch, loaded.tokenizer
         out = np.zeros((len(texts), DIM), dtype=np.float32)
-        # Similar lengths batched together pad less: several times faster on CPU.
-        order = np.argsort([len(t) for t in texts], kind="stable")
-        for i in range(0, len(texts), self._batch_size):
-            idx = order[i : i + self._batch_size]
-            with loaded.lock:  # the tokenizer's truncation side is shared state
-                tokenizer.truncation_side = self.truncation
-                batch = tokenizer(
-                    [texts[j] if texts[j].strip() else "." for j in idx],
-                    padding=True,
-                    truncation=True,
-                    max_length=self.max_tokens,
-                    return_tensors="pt",
-                )
-            with torch.inference_mode():
-                if len(idx) == 1 and loaded.single is not None:  # the live case: one new turn
-                    hidden = loaded.single(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"])
-                else:
-                    hidden = loaded.model(**batch).last_hidden_state
-                hidden = hidden.float()
-            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
-            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1.0)
-            out[idx] = torch.nn.functional.normalize(pooled, dim=-1).numpy()
+        with loaded.lock:  # the tokenizer's truncation side is shared state
+            tokenizer.truncation_side = self.truncation
+            tokens = tokenizer(
+                [t if t.strip() else "." for t in texts], truncation=True, max_length=self.max_tokens
+            )
+        by_length: dict[int, list[int]] = {}
+        for j, ids in enumerate(tokens["input_ids"]):
+            by_length.setdefault(len(ids), []).append(j)
+        # The traced graph where it exists (checked to agree with eager on batches too), for every batch
+        # size alike: one callable, so a text's vector never depends on how many shared its batch.
+        run = loaded.single if loaded.single is not None else (
+            lambda ids, types, mask: loaded.model(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state
+        )
+        for length in sorted(by_length):
+            same = by_length[length]
+            for i in range(0, len(same), self._batch_size):
+                idx = same[i : i + self._batch_size]
+                ids = torch.tensor([tokens["input_ids"][j] for j in idx])
+                types = torch.tensor([tokens["token_type_ids"][j] for j in idx])
+                mask = torch.ones_like(ids)
+                with torch.inference_mode():
+                    hidden = run(ids, types, mask).float()
+                weights = mask.unsqueeze(-1).to(hidden.dtype)
+                pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+                out[idx] = torch.nn.functional.normalize(pooled, dim=-1).numpy()
         return out
 
     def encode(self, texts: Sequence[str], *, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
@@ -290,9 +306,7 @@ class SentenceEncoder:
                 self._cache.pop(_key(text), None)
 
     def clear(self) -> None:
-        """Forget every cached vector. A vector depends slightly on the batch that computed it
-        (padding), so bulk screening clears the cache between conversations: a conversation's
-        verdict must not depend on what the same worker screened before it (issue 23)."""
+        """Forget every cached vector (tests; a vector no longer depends on its batch, see `_embed`)."""
         with self._lock:
             self._cache.clear()
 
