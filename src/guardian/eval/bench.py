@@ -247,7 +247,7 @@ def bench_watch_suite(runs: int) -> Figures:
 
 @suite("audio")
 def bench_audio(runs: int) -> Figures:
-    """`listen --fast` on a synthesised mono dialogue: RTF and end of utterance -> assessment."""
+    """`listen --fast` on a synthesised mono dialogue: RTF, end of utterance -> assessment, WER, speakers."""
     import tempfile
     from pathlib import Path
 
@@ -256,7 +256,7 @@ def bench_audio(runs: int) -> Figures:
     from guardian.audio.speakers import EmbeddingSpeakers, SpeakerEncoder
     from guardian.audio.transcribe import Transcriber
     from guardian.detectors import registry
-    from guardian.eval.speech import synthesize_dialogue
+    from guardian.eval.speech import speaker_word_accuracy, synthesize_dialogue, word_errors
     from guardian.monitor import Monitor
 
     workdir = Path(tempfile.mkdtemp(prefix="guardian-bench-audio-"))
@@ -264,7 +264,7 @@ def bench_audio(runs: int) -> Figures:
     texts = [c for c in _dialogues(200) if 6 <= len(c) <= 8 and c.speakers == ("Person1", "Person2")][: runs + 1]
     voices = {"Person1": "en-us+m3", "Person2": "en-gb+f3"}
     spoken = iter(
-        synthesize_dialogue([(t.speaker, t.text) for t in c.turns], voices, workdir, name=f"bench{i}").mono
+        synthesize_dialogue([(t.speaker, t.text) for t in c.turns], voices, workdir, name=f"bench{i}")
         for i, c in enumerate(texts)
     )
     transcriber = Transcriber()
@@ -275,23 +275,31 @@ def bench_audio(runs: int) -> Figures:
     for d in detectors:
         d.warm_up()
     rtfs: list[float] = []
+    wers: list[float] = []
+    speakers_right: list[float] = []
 
     def one_pass() -> list[float]:
-        source = FileSource(next(spoken), realtime=False)
+        synth = next(spoken)
+        source = FileSource(synth.mono, realtime=False)
         pipeline = AudioPipeline(source, transcriber=transcriber, speakers=EmbeddingSpeakers(encoder=encoder))
         monitor = Monitor(detectors, window=10, timeout_s=30.0)
         latencies: list[float] = []
+        heard: list[tuple[str, str]] = []
         began = time.perf_counter()
         try:
             for event in pipeline.events():
                 if isinstance(event, TurnHeard):
                     t0 = time.perf_counter()
                     turn = event.turn
+                    heard.append((turn.speaker, turn.text))
                     monitor.add_turn_sync("call", turn.speaker, turn.text, start=turn.start, end=turn.end, source="audio")
                     latencies.append((event.latency_s + time.perf_counter() - t0) * 1000)
         finally:
             monitor.close()
         rtfs.append((time.perf_counter() - began) / source.duration)
+        said = [(t.speaker, t.text) for t in synth.turns]
+        wers.append(word_errors(" ".join(t for _, t in said), " ".join(t for _, t in heard)).wer)
+        speakers_right.append(speaker_word_accuracy(said, heard))
         return latencies
 
     figures: Figures = {
@@ -300,6 +308,8 @@ def bench_audio(runs: int) -> Figures:
         "end_of_utterance_to_assessment": latency_runs(one_pass, runs=runs),
     }
     figures["rtf"] = round(statistics.median(rtfs[1:]), 4)
+    figures["wer"] = round(statistics.median(wers[1:]), 4)  # lab/audio_sweep.py: the clips and settings swept
+    figures["speaker_word_accuracy"] = round(statistics.median(speakers_right[1:]), 4)
     return figures
 
 

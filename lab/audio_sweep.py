@@ -1,5 +1,10 @@
 #!/usr/bin/env python
-"""Benchmark `guardian listen`'s audio pipeline; prints one JSON object.
+"""Audio experiment: `guardian listen`'s pipeline under settings swept; prints one JSON object.
+
+The speed figures the product is held to (real-time factor, end of utterance -> assessment)
+are `guardian bench --suite audio`; this script is the experiment that chose the defaults
+(silence hangover, early ASR, encoder window, speaker threshold) and measured WER and speaker
+attribution on the SpeechMentalManip clips in tests/data/speech/ (not shipped in the package).
 
 Data:
 - the two SpeechMentalManip clips in tests/data/speech/ (human-like TTS voices,
@@ -14,7 +19,7 @@ latency (silence hangover + transcription + attribution, what a live call sees
 when the CPU keeps up) and end-of-utterance -> assessment latency (plus the
 detectors, through the monitor). Percentiles are over all utterances.
 
-    .venv/bin/python lab/bench_audio.py [--silence 0.6 0.4 ...] [--threads 2] [--detectors keyphrases]
+    .venv/bin/python lab/audio_sweep.py [--silence 0.6 0.4 ...] [--threads 2] [--detectors keyphrases]
         [--mentalmanip 30]   # + detection on spoken MentalManip dialogues vs their text
 """
 
