@@ -90,7 +90,7 @@ class IntentSettings(_Section):
 
 
 class AudioSettings(_Section):
-    """`guardian listen` (guardian.audio); defaults measured by scripts/bench_audio.py."""
+    """`guardian listen` (guardian.audio); defaults measured by lab/audio_sweep.py."""
 
     whisper_model: str | None = Field(
         default=None, description="CTranslate2 Whisper directory or cached model name; None = bundled tiny.en"

@@ -1,7 +1,7 @@
 """The example store on a real Chroma PersistentClient in temp dirs, with the real MiniLM encoder.
 
 A small labelled subset keeps this fast; indexing the whole set is a benchmark
-(lab/bench_index.py), not a timed test.
+(`guardian bench --suite index`), not a timed test.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ Mono: each utterance gets a resemblyzer d-vector (its pretrained encoder ships i
 the PyPI package, so nothing downloads) and is clustered online (see
 OnlineClustering): at most `max_speakers` voices, a new one only for an utterance
 less similar than `threshold` (cosine; 0.88, tuned on espeak-ng voices and the
-shared clips by lab/bench_audio.py) to every known voice. Names are
+shared clips by lab/audio_sweep.py) to every known voice. Names are
 "Speaker 1", "Speaker 2", ... in order of first appearance.
 
 A speaker change inside one utterance (two people talking with less than the
@@ -207,7 +207,7 @@ class OnlineClustering:
     voice is opened only while fewer than `max_speakers` exist, only for an
     utterance long enough to trust (`min_new_s`) and only when it is less similar
     than `threshold` to every known voice. Measured on the two clips and four
-    espeak-ng dialogues (lab/bench_audio.py), this beat re-clustering all
+    espeak-ng dialogues (lab/audio_sweep.py), this beat re-clustering all
     utterances with average linkage after every turn (which re-shuffled similar
     espeak voices: 87% vs 100% of utterances right on the hardest dialogue).
     """

@@ -1,6 +1,6 @@
 """Speech evaluation: word error rate, speaker attribution, and espeak-ng dialogues.
 
-Why here: the audio tests and `lab/bench_audio.py` must score the same way, and
+Why here: the audio tests, `guardian bench --suite audio` and `lab/audio_sweep.py` must score the same way, and
 the scoring must be honest about what it compares (normalised words, an explicit
 alignment, the best one-to-one mapping of discovered speakers to true ones), so
 it lives in one module instead of two copies.
