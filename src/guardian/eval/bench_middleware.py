@@ -9,9 +9,9 @@ The model is LangChain's GenericFakeChatModel, so what is measured is guardian
 plus the two extra LangGraph nodes, not a network round trip. Each run replays
 dialogues no earlier run used (detectors cache per-utterance work).
 
-`guardian bench --suite middleware` runs it (`guardian.eval.bench`); `lab/bench_middleware.py`
-prints it alone as JSON. It lives in `eval/`, not in `agents/`: a benchmark uses the middleware,
-the middleware never uses a benchmark.
+`guardian bench --suite middleware` runs it (`guardian.eval.bench`); other detectors, policies
+or model latencies are `bench_middleware(...)`'s keyword options. It lives in `eval/`, not in
+`agents/`: a benchmark uses the middleware, the middleware never uses a benchmark.
 """
 
 from __future__ import annotations
