@@ -4,7 +4,8 @@ As in the MentalManip paper (seed 000, Tables 5-7): accuracy, precision, recall
 and macro-F1 of the binary decision over all dialogues; technique and
 vulnerability micro/macro-F1 over the dialogues that carry such labels. Macro
 averages run over the labels present in the reference (a label absent from a
-small file would otherwise count as F1 = 0 whatever the model does).
+small file would otherwise count as F1 = 0 whatever the model does). The numbers are
+scikit-learn's (`sklearn.metrics`), imported when a metric is computed.
 """
 
 from __future__ import annotations
@@ -79,27 +80,31 @@ class MentalManipReport:
         return rounded
 
 
-def _f1(tp: float, fp: float, fn: float) -> float:
-    return 2 * tp / (2 * tp + fp + fn) if (2 * tp + fp + fn) > 0 else 0.0
-
-
 def binary_metrics(y_true: Sequence[bool] | np.ndarray, y_pred: Sequence[bool] | np.ndarray) -> BinaryMetrics:
-    """Binary detection metrics; positives are manipulative dialogues."""
-    t = np.asarray(y_true, dtype=bool)
-    p = np.asarray(y_pred, dtype=bool)
+    """Binary detection metrics; positives are manipulative dialogues (scikit-learn's, with 0
+    where a ratio has nothing to count: no predicted positive, no negative dialogue, ...)."""
+    from sklearn.metrics import (
+        accuracy_score,
+        confusion_matrix,
+        f1_score,
+        precision_score,
+        recall_score,
+    )
+
+    t = np.asarray(y_true, dtype=bool).astype(int)
+    p = np.asarray(y_pred, dtype=bool).astype(int)
     if t.shape != p.shape:
         raise ValueError("y_true and y_pred differ in length")
-    tp = float(np.sum(t & p))
-    fp = float(np.sum(~t & p))
-    fn = float(np.sum(t & ~p))
-    tn = float(np.sum(~t & ~p))
     n = len(t)
+    if n == 0:
+        return BinaryMetrics(n=0, accuracy=0.0, precision=0.0, recall=0.0, macro_f1=0.0, false_positive_rate=0.0)
+    tn, fp = (int(c) for c in confusion_matrix(t, p, labels=[0, 1])[0])
     return BinaryMetrics(
         n=n,
-        accuracy=(tp + tn) / n if n else 0.0,
-        precision=tp / (tp + fp) if tp + fp else 0.0,
-        recall=tp / (tp + fn) if tp + fn else 0.0,
-        macro_f1=(_f1(tp, fp, fn) + _f1(tn, fn, fp)) / 2,
+        accuracy=float(accuracy_score(t, p)),
+        precision=float(precision_score(t, p, zero_division=0)),
+        recall=float(recall_score(t, p, zero_division=0)),
+        macro_f1=float(f1_score(t, p, labels=[0, 1], average="macro", zero_division=0)),
         false_positive_rate=fp / (fp + tn) if fp + tn else 0.0,
     )
 
@@ -107,25 +112,31 @@ def binary_metrics(y_true: Sequence[bool] | np.ndarray, y_pred: Sequence[bool] |
 def multilabel_metrics(
     y_true: np.ndarray, y_pred: np.ndarray, *, labels: Sequence[str] | None = None
 ) -> MultiLabelMetrics:
-    """Micro/macro F1 over the rows that carry at least one reference label."""
+    """Micro/macro F1 over the rows that carry at least one reference label (scikit-learn's);
+    the macro average and `per_label` cover only the labels present in the reference."""
+    from sklearn.metrics import f1_score
+
     t = np.asarray(y_true, dtype=bool)
     p = np.asarray(y_pred, dtype=bool)
     if t.shape != p.shape:
         raise ValueError("y_true and y_pred differ in shape")
     if t.ndim != 2:
         raise ValueError("multi-label metrics need 2-D indicator matrices")
-    rows = t.any(axis=1)
-    t, p = t[rows], p[rows]
-    names = list(labels) if labels is not None else [str(j) for j in range(t.shape[1])]
-    tp = (t & p).sum(axis=0).astype(float)
-    fp = (~t & p).sum(axis=0).astype(float)
-    fn = (t & ~p).sum(axis=0).astype(float)
-    per_label = {names[j]: _f1(tp[j], fp[j], fn[j]) for j in range(t.shape[1]) if t[:, j].any()}
+    rows, columns = t.any(axis=1), t.shape[1]
+    # One more column, never true nor predicted: it changes no count, and keeps a one-label matrix
+    # a multi-label one for scikit-learn (an (n, 1) array is read as a binary column).
+    blank = np.zeros((int(rows.sum()), 1), dtype=int)
+    t, p = np.hstack([t[rows], blank]).astype(int), np.hstack([p[rows], blank]).astype(int)
+    names = list(labels) if labels is not None else [str(j) for j in range(columns)]
+    present = [j for j in range(columns) if t[:, j].any()]
+    if not present:
+        return MultiLabelMetrics(n=0, micro_f1=0.0, macro_f1=0.0)
+    per_column = f1_score(t, p, average=None, zero_division=0)
     return MultiLabelMetrics(
         n=int(rows.sum()),
-        micro_f1=_f1(tp.sum(), fp.sum(), fn.sum()),
-        macro_f1=float(np.mean(list(per_label.values()))) if per_label else 0.0,
-        per_label=per_label,
+        micro_f1=float(f1_score(t, p, average="micro", zero_division=0)),
+        macro_f1=float(f1_score(t, p, labels=present, average="macro", zero_division=0)),
+        per_label={names[j]: float(per_column[j]) for j in present},
     )
 
 
