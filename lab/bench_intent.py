@@ -33,7 +33,7 @@ def main() -> None:
     torch.set_num_threads(args.threads)
     from guardian.conversation import Conversation
     from guardian.corpora.datasets import load_faceacts
-    from guardian.detectors.intent import IntentDetector
+    from guardian.detectors.intent.detector import IntentDetector
 
     by_conv: dict[str, list[tuple[str, str]]] = defaultdict(list)
     for r in load_faceacts():

@@ -20,8 +20,9 @@ from dataclasses import replace
 import guardian  # noqa: F401  (offline environment defaults)
 from guardian.corpora.datasets import load_faceacts
 from guardian.corpora.folds import conversation_folds
-from guardian.detectors.intent_train import tuned_models_dir, utterances_in_context
-from guardian.detectors.intent_tuned import TuneConfig, pair_text, train_tuned_cached
+from guardian.detectors.intent.train import tuned_models_dir, utterances_in_context
+from guardian.detectors.intent.tuned import TuneConfig, pair_text
+from guardian.detectors.intent.tuned_train import train_tuned_cached
 
 
 def main() -> int:

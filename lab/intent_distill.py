@@ -28,8 +28,9 @@ import numpy as np
 import guardian  # noqa: F401  (offline environment defaults)
 from guardian.corpora.datasets import load_faceacts
 from guardian.corpora.folds import conversation_folds
-from guardian.detectors.intent_train import metrics, tuned_models_dir, utterances_in_context
-from guardian.detectors.intent_tuned import TuneConfig, pair_text, train_tuned, train_tuned_cached
+from guardian.detectors.intent.train import metrics, tuned_models_dir, utterances_in_context
+from guardian.detectors.intent.tuned import TuneConfig, pair_text
+from guardian.detectors.intent.tuned_train import train_tuned, train_tuned_cached
 from guardian.taxonomy import FaceAct
 
 

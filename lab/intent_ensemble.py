@@ -20,7 +20,7 @@ import numpy as np
 import guardian  # noqa: F401  (offline environment defaults)
 from guardian.corpora.datasets import load_faceacts
 from guardian.corpora.folds import conversation_folds
-from guardian.detectors.intent_train import cross_validate, metrics
+from guardian.detectors.intent.train import cross_validate, metrics
 
 
 def report(name: str, gold: list, classes: list, proba: np.ndarray, fold_of: np.ndarray) -> dict:

@@ -16,10 +16,10 @@ import numpy as np
 
 from guardian.corpora.conversations import split_of
 from guardian.corpora.datasets import faceacts_path, load_faceacts
-from guardian.detectors.intent_domain import ConversationDomain
-from guardian.detectors.intent_domain_train import Vectors, fit_gate, fit_head, precision_threshold
-from guardian.detectors.intent_model import ESCALATE_BELOW, EscalationBudget
-from guardian.detectors.intent_train import metrics
+from guardian.detectors.intent.domain import ConversationDomain
+from guardian.detectors.intent.domain_train import Vectors, fit_gate, fit_head, precision_threshold
+from guardian.detectors.intent.model import ESCALATE_BELOW, EscalationBudget
+from guardian.detectors.intent.train import metrics
 from guardian.taxonomy import FaceAct
 
 CLASSES = list(FaceAct)
@@ -74,9 +74,9 @@ def main() -> None:
     tuned2 = aligned(t2["probs"], [FaceAct(c) for c in t2["classes"]])
     head = fit_head(pe, tr, persuasion_vectors=Vectors(f["pe_u"], f["pe_ctx"]),
                     everyday_vectors=Vectors(f["ev_u"][parts["train"]], f["ev_ctx"][parts["train"]]))
-    from guardian.detectors.intent_domain import DomainGate, EverydayHead
-    from guardian.detectors.intent_model import FeatureConfig
-    from guardian.detectors.intent_train import utterances_in_context
+    from guardian.detectors.intent.domain import DomainGate, EverydayHead
+    from guardian.detectors.intent.model import FeatureConfig
+    from guardian.detectors.intent.train import utterances_in_context
 
     h = EverydayHead(classes=head.classes, coef=head.coef, intercept=head.intercept, word=head.word, side=head.side,
                      config=FeatureConfig(), gate=DomainGate(np.zeros(384, np.float32), 0.0), tuned_weight=0,

@@ -17,10 +17,10 @@ from pathlib import Path
 import numpy as np
 
 from guardian.corpora.datasets import faceacts_path, load_faceacts
-from guardian.detectors.intent_domain_train import gate_texts  # the shipped gate's negatives
-from guardian.detectors.intent_model import context_vectors, load_model
-from guardian.detectors.intent_train import utterances_in_context
-from guardian.detectors.intent_tuned import pair_text
+from guardian.detectors.intent.domain_train import gate_texts  # the shipped gate's negatives
+from guardian.detectors.intent.model import context_vectors, load_model
+from guardian.detectors.intent.train import utterances_in_context
+from guardian.detectors.intent.tuned import pair_text
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -14,7 +14,7 @@ import sys
 from guardian.conversation import Conversation
 from guardian.corpora.conversations import conversations_dir, split_of
 from guardian.corpora.datasets import load_faceacts, load_mentalmanip
-from guardian.detectors.intent import IntentDetector
+from guardian.detectors.intent.detector import IntentDetector
 from guardian.locations import bundled_data_dir
 
 

@@ -16,10 +16,10 @@ from collections import defaultdict
 import numpy as np
 
 from guardian.corpora.datasets import faceacts_path, load_faceacts
-from guardian.detectors.intent_domain import ConversationDomain
-from guardian.detectors.intent_model import ESCALATE_BELOW, EscalationBudget, load_model
-from guardian.detectors.intent_train import utterances_in_context
-from guardian.detectors.intent_tuned import pair_text
+from guardian.detectors.intent.domain import ConversationDomain
+from guardian.detectors.intent.model import ESCALATE_BELOW, EscalationBudget, load_model
+from guardian.detectors.intent.train import utterances_in_context
+from guardian.detectors.intent.tuned import pair_text
 
 
 def main(path: str) -> None:

@@ -18,9 +18,10 @@ import numpy as np
 
 from guardian.corpora.conversations import split_of
 from guardian.corpora.datasets import faceacts_path, load_faceacts
-from guardian.detectors.intent_model import load_model
-from guardian.detectors.intent_train import utterances_in_context
-from guardian.detectors.intent_tuned import pair_text, train_tuned
+from guardian.detectors.intent.model import load_model
+from guardian.detectors.intent.train import utterances_in_context
+from guardian.detectors.intent.tuned import pair_text
+from guardian.detectors.intent.tuned_train import train_tuned
 
 REPEAT, REPLAY, EPOCHS, LR = 2, 500, 2, 4e-5
 

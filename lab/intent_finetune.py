@@ -26,8 +26,8 @@ from finetune_common import fit
 import guardian  # noqa: F401  (offline environment defaults)
 from guardian.corpora.datasets import load_faceacts
 from guardian.corpora.folds import conversation_folds
-from guardian.detectors.intent_train import metrics, utterances_in_context
-from guardian.detectors.intent_tuned import pair_text
+from guardian.detectors.intent.train import metrics, utterances_in_context
+from guardian.detectors.intent.tuned import pair_text
 from guardian.encoding.finetune import class_weights
 from guardian.encoding.sentence_encoder import DIM, default_model_path
 from guardian.taxonomy import FaceAct

@@ -19,8 +19,8 @@ import numpy as np
 import guardian  # noqa: F401  (offline environment defaults)
 from guardian.corpora.datasets import load_faceacts
 from guardian.corpora.folds import conversation_folds
-from guardian.detectors.intent_train import metrics, utterances_in_context
-from guardian.detectors.intent_tuned import TuneConfig, TunedFaceActs, _network, pair_text
+from guardian.detectors.intent.train import metrics, utterances_in_context
+from guardian.detectors.intent.tuned import TuneConfig, TunedFaceActs, _network, pair_text
 from guardian.taxonomy import FaceAct
 
 

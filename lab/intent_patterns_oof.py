@@ -26,9 +26,9 @@ import numpy as np
 import guardian  # noqa: F401  (offline environment defaults)
 from guardian.conversation import Conversation
 from guardian.corpora.datasets import FaceActUtterance, load_faceacts
-from guardian.detectors.intent_train import ESCALATION, cross_validate
-from guardian.detectors.intent_tuned import TuneConfig
-from guardian.detectors.patterns import derive_patterns
+from guardian.detectors.intent.patterns import derive_patterns
+from guardian.detectors.intent.train import ESCALATION, cross_validate
+from guardian.detectors.intent.tuned import TuneConfig
 from guardian.findings import Finding, Intent
 from guardian.taxonomy import FaceAct
 

@@ -1,6 +1,6 @@
 """Experiment (docs/intent.md): out-of-fold probabilities of the product's fine-tuned half alone.
 
-Trains `intent_tuned.train_tuned` (the code `guardian train-intent` runs) in each of the 5
+Trains `detectors.intent.tuned_train.train_tuned` (the code `guardian train-intent` runs) in each of the 5
 conversation folds (`conversation_folds`, fold f with seed + f, as `intent_train.cross_validate`
 does), saves `<out>_proba.npy` (rows in `load_faceacts()` order, columns in FaceAct order of the
 acts present) and each fold's model as `<out>_fold<f>/tuned.npz`, so that ensembles and
@@ -23,8 +23,9 @@ import numpy as np
 import guardian  # noqa: F401  (offline environment defaults)
 from guardian.corpora.datasets import load_faceacts
 from guardian.corpora.folds import conversation_folds
-from guardian.detectors.intent_train import metrics, utterances_in_context
-from guardian.detectors.intent_tuned import TuneConfig, pair_text, train_tuned
+from guardian.detectors.intent.train import metrics, utterances_in_context
+from guardian.detectors.intent.tuned import TuneConfig, pair_text
+from guardian.detectors.intent.tuned_train import train_tuned
 from guardian.taxonomy import FaceAct
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from guardian.detectors.intent_model import default_encoder
+from guardian.detectors.intent.model import default_encoder
 from guardian.encoding import sentence_encoder
 from guardian.encoding.sentence_encoder import SentenceEncoder, shared_encoder
 from guardian.errors import ModelUnavailable
@@ -98,7 +98,7 @@ def test_a_thread_limited_to_one_torch_thread_leaves_the_others_their_default() 
 
     import torch
 
-    from guardian.detectors.intent_model import _linear_pool
+    from guardian.detectors.intent.model import _linear_pool
 
     mine, fresh = torch.get_num_threads(), _in_a_new_thread(torch.get_num_threads)
     with ThreadPoolExecutor(max_workers=1) as pool:

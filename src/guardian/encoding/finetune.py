@@ -21,7 +21,7 @@ def class_weights(labels: Sequence[object], *, power: float) -> dict[str, float]
     """Per-class loss weights (n / (k * count)) ** power, keyed by `str(label)`: rare classes count more.
 
     `power` 0 is no re-weighting, 1 fully "balanced". It lives here, below both the linear
-    face-act trainer (`intent_train`) and the fine-tuning (`intent_tuned.train_tuned`), so
+    face-act trainer (`detectors.intent.train`) and the fine-tuning (`detectors.intent.tuned_train`), so
     neither imports the other for it (it was the fourth import loop of issue 20).
     """
     counts = Counter(str(y) for y in labels)

@@ -181,7 +181,7 @@ def eval_faceacts(
     ] = None,
 ) -> None:
     """Face-act accuracy, macro-F1, per-class P/R/F1 and latency of the intent model on a CSV."""
-    from guardian.detectors.intent_cli import run_eval_faceacts
+    from guardian.detectors.intent.cli import run_eval_faceacts
 
     if output_format not in ("text", "json"):
         raise GuardianError("--format must be one of text, json")

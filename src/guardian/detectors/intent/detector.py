@@ -4,7 +4,7 @@ For the latest turn of the window it reports the face act with its probability,
 a plain-language intention that fits any conversation, and, when the
 conversation looks like a request/persuasion setting, the closest of seed 002's
 Table 2 descriptions for that act and the speaker's inferred side. It also
-reports the pressure patterns of `guardian.detectors.patterns` that complete at
+reports the pressure patterns of `guardian.detectors.intent.patterns` that complete at
 the latest turn, as Findings with verbatim quotes.
 
 Why it is cheap enough to run on every turn: earlier turns' intents are cached
@@ -24,24 +24,24 @@ the training corpus). Everyone else is the side being asked.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar, TypeVar
+from typing import ClassVar
 
 import numpy as np
+from cachetools import LRUCache
 
 from guardian.conversation import Conversation
 from guardian.detectors.base import Detector
-from guardian.detectors.intent_domain import PERSUASION_LIKE, ConversationDomain
-from guardian.detectors.intent_model import (
+from guardian.detectors.intent.domain import PERSUASION_LIKE, ConversationDomain
+from guardian.detectors.intent.model import (
     CONTEXT,
     EscalationBudget,
     IntentModel,
     Utterance,
     load_model,
 )
-from guardian.detectors.patterns import PatternConfig, patterns_at
+from guardian.detectors.intent.patterns import PatternConfig, patterns_at
 from guardian.findings import Assessment, Intent
 from guardian.taxonomy import PERSUASION_INTENTIONS, FaceAct, Role
 
@@ -87,11 +87,13 @@ class IntentDetector(Detector):
         self._patterns = patterns
         self._pattern_config = pattern_config or PatternConfig()
         self._lock = threading.Lock()
-        self._cache: OrderedDict[_Key, tuple[np.ndarray, np.ndarray]] = OrderedDict()
-        self._cache_size = cache_size
-        self._openers: OrderedDict[str, str] = OrderedDict()
-        self._budgets: OrderedDict[str, EscalationBudget] = OrderedDict()
-        self._domains: OrderedDict[str, ConversationDomain] = OrderedDict()
+        # Least recently used first out, `cache_size` entries each: the model's outputs per
+        # utterance, and per conversation its opener, escalation budget and domain.
+        size = max(cache_size, 1)
+        self._cache: LRUCache[_Key, tuple[np.ndarray, np.ndarray]] = LRUCache(maxsize=size)
+        self._openers: LRUCache[str, str] = LRUCache(maxsize=size)
+        self._budgets: LRUCache[str, EscalationBudget] = LRUCache(maxsize=size)
+        self._domains: LRUCache[str, ConversationDomain] = LRUCache(maxsize=size)
 
     # -- loading --
 
@@ -168,7 +170,8 @@ class IntentDetector(Detector):
         first = window.turns[0]
         with self._lock:
             if first.index == 0:
-                return _remember(self._openers, window.id, first.speaker, self._cache_size)
+                self._openers[window.id] = first.speaker
+                return first.speaker
             return self._openers.get(window.id, first.speaker)
 
     def _budget(self, conversation_id: str) -> EscalationBudget:
@@ -176,13 +179,15 @@ class IntentDetector(Detector):
         assessed (later windows take it from the cache), so the budget follows the conversation."""
         with self._lock:
             budget = self._budgets.get(conversation_id) or EscalationBudget()
-            return _remember(self._budgets, conversation_id, budget, self._cache_size)
+            self._budgets[conversation_id] = budget
+            return budget
 
     def _domain(self, conversation_id: str) -> ConversationDomain:
         """The conversation's running persuasion-likeness, fed each new turn once, like the budget."""
         with self._lock:
             domain = self._domains.get(conversation_id) or ConversationDomain()
-            return _remember(self._domains, conversation_id, domain, self._cache_size)
+            self._domains[conversation_id] = domain
+            return domain
 
     def _predict(
         self, model: IntentModel, utts: Sequence[Utterance], keys: Sequence[_Key], budget: EscalationBudget,
@@ -196,8 +201,6 @@ class IntentDetector(Detector):
             with self._lock:
                 for row, i in enumerate(missing):
                     self._cache[keys[i]] = (p[row], v[row])
-                    while len(self._cache) > self._cache_size:
-                        self._cache.popitem(last=False)
                 fetched = [self._cache.get(k) for k in keys]
             if any(f is None for f in fetched):  # evicted under a tiny cache: recompute directly
                 return model.predict_proba(utts, tuned=self._tuned)
@@ -206,18 +209,6 @@ class IntentDetector(Detector):
                 fetched = [self._cache[k] for k in keys]
         return (np.vstack([f[0] for f in fetched if f is not None]),
                 np.vstack([f[1] for f in fetched if f is not None]))
-
-
-_V = TypeVar("_V")
-
-
-def _remember(mapping: OrderedDict[str, _V], key: str, value: _V, limit: int) -> _V:
-    """Store `value` as the most recent entry of a per-conversation LRU map of at most `limit` entries."""
-    mapping[key] = value
-    mapping.move_to_end(key)
-    while len(mapping) > limit:
-        mapping.popitem(last=False)
-    return value
 
 
 def infer_roles(

@@ -13,11 +13,11 @@ from guardian.analyze import render_markdown
 from guardian.cli import main
 from guardian.conversation import Conversation
 from guardian.corpora.datasets import load_faceacts
-from guardian.detectors.intent import IntentDetector
-from guardian.detectors.intent_domain import ConversationDomain
-from guardian.detectors.intent_domain_train import part_of, precision_threshold
-from guardian.detectors.intent_model import IntentModel, bundled_artifact_dir, load_model
-from guardian.detectors.intent_train import evaluate_file
+from guardian.detectors.intent.detector import IntentDetector
+from guardian.detectors.intent.domain import ConversationDomain
+from guardian.detectors.intent.domain_train import part_of, precision_threshold
+from guardian.detectors.intent.model import IntentModel, bundled_artifact_dir, load_model
+from guardian.detectors.intent.train import evaluate_file
 from guardian.findings import Assessment, Intent
 from guardian.locations import bundled_data_dir
 from guardian.taxonomy import FaceAct

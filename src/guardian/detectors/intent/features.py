@@ -1,6 +1,6 @@
 """The face-act model's features: what the linear half and the everyday head read of an utterance.
 
-Split out of `intent_model` so that the everyday head (`intent_domain`) and the model share them
+Split out of `model` so that the everyday head (`domain`) and the model share them
 without importing each other: an utterance in context, its structural features, TF-IDF n-grams
 rebuilt from a saved vocabulary (no pickle), and the one design matrix both linear models use.
 """

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 
 from guardian.corpora.datasets import load_faceacts
-from guardian.detectors.intent_train import fit, utterances_in_context
-from guardian.detectors.intent_tuned import (
+from guardian.detectors.intent.train import fit, utterances_in_context
+from guardian.detectors.intent.tuned import (
     TUNED_FILE,
     TuneConfig,
     TunedFaceActs,
     pair_text,
-    train_tuned,
 )
+from guardian.detectors.intent.tuned_train import train_tuned
 from guardian.encoding.encoders import EncoderName, encoder_path
 from guardian.errors import ModelUnavailable
 from guardian.taxonomy import FaceAct
@@ -73,31 +73,31 @@ def test_save_load_round_trip_gives_the_same_probabilities(tmp_path: Path) -> No
 
 @pytest.mark.slow
 def test_a_fold_model_trained_on_the_same_inputs_is_reused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from guardian.detectors import intent_tuned
+    from guardian.detectors.intent import tuned_train
 
     rows = _rows()
     pairs, labels = _pairs(rows), [r.face_act for r in rows]
     steps: list[tuple[int, int]] = []
-    first = intent_tuned.train_tuned_cached(pairs, labels, config=TINY, folder=tmp_path,
+    first = tuned_train.train_tuned_cached(pairs, labels, config=TINY, folder=tmp_path,
                                             progress=lambda d, t: steps.append((d, t)))
     assert steps and steps[-1][0] == steps[-1][1]
 
     def no_training(*_args: object, **_kwargs: object) -> None:
         raise AssertionError("the cached fold model should have been reused")
 
-    monkeypatch.setattr(intent_tuned, "train_tuned", no_training)
-    again = intent_tuned.train_tuned_cached(pairs, labels, config=TINY, folder=tmp_path)
+    monkeypatch.setattr(tuned_train, "train_tuned", no_training)
+    again = tuned_train.train_tuned_cached(pairs, labels, config=TINY, folder=tmp_path)
     assert again.digest() == first.digest()
     with pytest.raises(AssertionError, match="reused"):  # another seed, labels or pairs: trained afresh
-        intent_tuned.train_tuned_cached(pairs, labels, config=TuneConfig(epochs=1, batch_size=16, max_len=48, seed=9),
+        tuned_train.train_tuned_cached(pairs, labels, config=TuneConfig(epochs=1, batch_size=16, max_len=48, seed=9),
                                         folder=tmp_path)
     with pytest.raises(AssertionError, match="reused"):
-        intent_tuned.train_tuned_cached(pairs[1:], labels[1:], config=TINY, folder=tmp_path)
+        tuned_train.train_tuned_cached(pairs[1:], labels[1:], config=TINY, folder=tmp_path)
 
 
 @pytest.mark.slow
 def test_intent_model_averages_both_halves_and_survives_a_reload(tmp_path: Path) -> None:
-    from guardian.detectors.intent_model import IntentModel
+    from guardian.detectors.intent.model import IntentModel
 
     rows = _rows(3)
     model = fit(rows, tune=TINY)
@@ -126,7 +126,7 @@ def test_missing_or_corrupt_tuned_file_says_how_to_rebuild(tmp_path: Path) -> No
 
 
 def test_shipped_artifact_carries_the_tuned_half() -> None:
-    from guardian.detectors.intent_model import IntentModel, bundled_artifact_dir
+    from guardian.detectors.intent.model import IntentModel, bundled_artifact_dir
 
     model = IntentModel.load(bundled_artifact_dir())
     assert model.tuned is not None, "the shipped intent model should include the fine-tuned MiniLM"
@@ -140,7 +140,7 @@ def test_shipped_artifact_carries_the_tuned_half() -> None:
 @pytest.mark.slow
 def test_intent_tuned_setting_switches_the_fine_tuned_half_off(monkeypatch: pytest.MonkeyPatch) -> None:
     from guardian.config import settings
-    from guardian.detectors.intent import IntentDetector
+    from guardian.detectors.intent.detector import IntentDetector
 
     from .test_intent import DONATION
 
@@ -168,7 +168,7 @@ def test_first_prediction_in_a_fresh_process_loads_both_halves(tmp_path: Path) -
     import sys
 
     code = (
-        "from guardian.detectors.intent_model import Utterance, load_model\n"
+        "from guardian.detectors.intent.model import Utterance, load_model\n"
         "p, _ = load_model().predict_proba([Utterance('Would you donate $1?', 'A', (), True, 0)])\n"
         "print(round(float(p.sum()), 3))\n"
     )
@@ -185,7 +185,7 @@ def test_first_prediction_in_a_fresh_process_loads_both_halves(tmp_path: Path) -
 def test_pairs_are_cut_like_the_tokenizer_and_long_utterances_too(encoder: EncoderName) -> None:
     from transformers import AutoTokenizer
 
-    from guardian.detectors.intent_tuned import _tokenize
+    from guardian.detectors.intent.tuned import _tokenize
 
     tokenizer = AutoTokenizer.from_pretrained(str(encoder_path(encoder)), local_files_only=True)
     pairs = _pairs(_rows(3))
@@ -214,7 +214,7 @@ def test_a_cut_mpnet_trains_saves_and_runs_as_int8(tmp_path: Path, monkeypatch: 
     layout and missing segment ids survive the int8 export, and the copy follows float32."""
     import torch
 
-    from guardian.detectors import intent_tuned
+    from guardian.detectors.intent import tuned as intent_tuned
 
     monkeypatch.setenv("GUARDIAN_CACHE_DIR", str(tmp_path / "cache"))
     rows = _rows()
@@ -240,7 +240,7 @@ def test_a_cut_mpnet_trains_saves_and_runs_as_int8(tmp_path: Path, monkeypatch: 
 @pytest.mark.slow
 def test_an_utterance_longer_than_the_window_gets_an_intent() -> None:
     from guardian.conversation import Conversation
-    from guardian.detectors.intent import IntentDetector
+    from guardian.detectors.intent.detector import IntentDetector
 
     window = Conversation.from_pairs([("A", "Would you donate?"), ("B", "Please listen. " * 200)])
     intents = IntentDetector().intents(window)
@@ -250,7 +250,7 @@ def test_an_utterance_longer_than_the_window_gets_an_intent() -> None:
 @pytest.mark.slow
 def test_a_sliding_window_costs_one_tuned_pass_per_new_turn_and_keeps_the_sides() -> None:
     from guardian.conversation import Conversation
-    from guardian.detectors.intent import IntentDetector
+    from guardian.detectors.intent.detector import IntentDetector
 
     lines = [("Ann", "Would you give a dollar to the shelter?"), ("Bob", "No, sorry, not today.")] * 7
     conv = Conversation.from_pairs(lines, id="slide")
@@ -283,8 +283,8 @@ def test_int8_model_is_built_once_then_reused_and_follows_float32(
     close to the float32 network it was made from (docs/intent.md gives the accuracy it costs)."""
     import torch
 
-    from guardian.detectors import intent_tuned
-    from guardian.detectors.intent_model import bundled_artifact_dir
+    from guardian.detectors.intent import tuned as intent_tuned
+    from guardian.detectors.intent.model import bundled_artifact_dir
 
     monkeypatch.setenv("GUARDIAN_CACHE_DIR", str(tmp_path))
     tuned = TunedFaceActs.load(bundled_artifact_dir())
@@ -313,7 +313,7 @@ def test_int8_model_is_built_once_then_reused_and_follows_float32(
 
 @pytest.mark.slow
 def test_a_damaged_int8_cache_file_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from guardian.detectors.intent_model import bundled_artifact_dir
+    from guardian.detectors.intent.model import bundled_artifact_dir
 
     monkeypatch.setenv("GUARDIAN_CACHE_DIR", str(tmp_path))
     tuned = TunedFaceActs.load(bundled_artifact_dir())
@@ -327,7 +327,7 @@ def test_a_damaged_int8_cache_file_is_a_clear_error(tmp_path: Path, monkeypatch:
 def test_a_failed_int8_build_is_a_clear_error_and_leaves_no_file(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import onnxruntime.quantization
 
-    from guardian.detectors.intent_model import bundled_artifact_dir
+    from guardian.detectors.intent.model import bundled_artifact_dir
 
     def disk_full(*_args: object, **_kwargs: object) -> None:
         raise OSError(28, "No space left on device")
@@ -341,7 +341,7 @@ def test_a_failed_int8_build_is_a_clear_error_and_leaves_no_file(tmp_path: Path,
 
 
 def test_an_unwritable_cache_falls_back_to_a_private_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from guardian.detectors import intent_tuned
+    from guardian.detectors.intent import tuned as intent_tuned
 
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
@@ -358,7 +358,7 @@ def test_utterance_pooling_reads_only_the_utterance_and_survives_export(
     utterance's word pieces only; it is saved with the model and kept by the int8 copy."""
     import torch
 
-    from guardian.detectors import intent_tuned
+    from guardian.detectors.intent import tuned as intent_tuned
 
     monkeypatch.setenv("GUARDIAN_CACHE_DIR", str(tmp_path / "cache"))
     rows = _rows()
@@ -390,14 +390,14 @@ def test_utterance_pooling_reads_only_the_utterance_and_survives_export(
 
 def test_training_keys_of_default_pooling_do_not_name_the_field() -> None:
     """Fold models cached before `pooling` existed are still found; another pooling is another key."""
-    from guardian.detectors import intent_tuned
+    from guardian.detectors.intent import cache_keys
 
-    assert "pooling" not in intent_tuned._key_fields(TINY)
+    assert "pooling" not in cache_keys._key_fields(TINY)
     pairs, labels = [("asker: Will you donate?", "start")], [FaceAct.HNEG_MINUS]
-    keys = {intent_tuned.training_key(pairs, labels, c) for c in (
+    keys = {cache_keys.training_key(pairs, labels, c) for c in (
         TINY, replace(TINY, pooling="utterance"), replace(TINY, encoder="mpnet"), replace(TINY, layers=4))}
     assert len(keys) == 4
-    assert not {"encoder", "layers"} & set(intent_tuned._key_fields(TINY))
+    assert not {"encoder", "layers"} & set(cache_keys._key_fields(TINY))
 
 
 # -- distillation: a MiniLM student learning from a teacher's logits --
@@ -439,25 +439,25 @@ def test_a_student_follows_its_teacher_as_far_as_soft_share_says() -> None:
 def test_a_teacher_is_trained_once_cached_and_serves_every_student(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from guardian.detectors import intent_tuned
+    from guardian.detectors.intent import cache_keys, tuned_train
 
     rows = _rows()
     pairs, labels = _pairs(rows), [r.face_act for r in rows]
     student = replace(TINY, teacher="minilm", teacher_layers=1, soft_share=0.5, temperature=2.0)
     trained: list[tuple[TuneConfig, bool]] = []
-    real = intent_tuned.train_tuned
+    real = tuned_train.train_tuned
 
     def recording(*args: object, config: TuneConfig, teacher: np.ndarray | None = None, **kwargs: object) -> object:
         trained.append((config, teacher is not None))
         return real(*args, config=config, teacher=teacher, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(intent_tuned, "train_tuned", recording)
+    monkeypatch.setattr(tuned_train, "train_tuned", recording)
     steps: list[tuple[int, int]] = []
-    model = intent_tuned.train_tuned_cached(pairs, labels, config=student, folder=tmp_path,
+    model = tuned_train.train_tuned_cached(pairs, labels, config=student, folder=tmp_path,
                                             progress=lambda d, t: steps.append((d, t)))
     assert trained == [(student.teacher_config(), False), (student, True)]
     assert [d for d, _ in steps] == sorted(d for d, _ in steps) and steps[-1][0] == steps[-1][1]
-    teacher_dir = tmp_path / intent_tuned.training_key(pairs, labels, student.teacher_config())  # type: ignore[arg-type]
+    teacher_dir = tmp_path / cache_keys.training_key(pairs, labels, student.teacher_config())  # type: ignore[arg-type]
     teacher = TunedFaceActs.load(teacher_dir)
     assert teacher.config.layers == 1 and model.config == student
     assert {k.split(".")[1] for k in model.layers if k.startswith("layer.")} == {str(i) for i in range(6)}
@@ -466,10 +466,10 @@ def test_a_teacher_is_trained_once_cached_and_serves_every_student(
         np.exp(teacher.logits(pairs[:5])) / np.exp(teacher.logits(pairs[:5])).sum(1, keepdims=True), atol=1e-6)
 
     trained.clear()  # another student of the same teacher: only the student trains
-    intent_tuned.train_tuned_cached(pairs, labels, config=replace(student, temperature=1.0), folder=tmp_path)
+    tuned_train.train_tuned_cached(pairs, labels, config=replace(student, temperature=1.0), folder=tmp_path)
     assert trained == [(replace(student, temperature=1.0), True)]
     trained.clear()  # the same student again: nothing trains
-    again = intent_tuned.train_tuned_cached(pairs, labels, config=student, folder=tmp_path)
+    again = tuned_train.train_tuned_cached(pairs, labels, config=student, folder=tmp_path)
     assert trained == [] and again.digest() == model.digest()
 
 
@@ -478,7 +478,7 @@ def test_a_teacher_is_trained_once_cached_and_serves_every_student(
 
 @pytest.mark.slow
 def test_only_unsure_utterances_are_escalated_and_they_get_the_escalation_half(tmp_path: Path) -> None:
-    from guardian.detectors.intent_model import ESCALATION_FILE, IntentModel
+    from guardian.detectors.intent.model import ESCALATION_FILE, IntentModel
 
     rows = _rows(3)
     model = fit(rows, tune=TINY, escalate=replace(TINY, encoder="mpnet", layers=1))
@@ -501,7 +501,7 @@ def test_only_unsure_utterances_are_escalated_and_they_get_the_escalation_half(t
     np.testing.assert_allclose(mixed[unsure], expected, atol=1e-6)  # unsure: linear + mpnet
     np.testing.assert_array_equal(model.predict_proba(utts, tuned=False)[0], linear)  # tuned half off: none
 
-    from guardian.detectors.intent_model import EscalationBudget
+    from guardian.detectors.intent.model import EscalationBudget
 
     budget = EscalationBudget(rate=0.25, slack=0)  # one conversation's turns, in order
     before = model.escalated
@@ -550,7 +550,7 @@ def test_cross_validation_reports_the_share_it_escalated(tmp_path: Path) -> None
     import csv
 
     from guardian.corpora.datasets import FACEACTS_COLUMNS, faceacts_path
-    from guardian.detectors.intent_train import evaluate_file
+    from guardian.detectors.intent.train import evaluate_file
 
     with faceacts_path().open(encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))

@@ -13,9 +13,9 @@ from guardian.cli import main
 from guardian.conversation import Conversation
 from guardian.corpora.datasets import FACEACTS_COLUMNS, faceacts_path
 from guardian.detectors import registry
-from guardian.detectors.intent import IntentDetector, infer_roles
-from guardian.detectors.intent_model import IntentModel, bundled_artifact_dir, load_model
-from guardian.detectors.intent_train import metrics
+from guardian.detectors.intent.detector import IntentDetector, infer_roles
+from guardian.detectors.intent.model import IntentModel, bundled_artifact_dir, load_model
+from guardian.detectors.intent.train import metrics
 from guardian.errors import ModelUnavailable
 from guardian.taxonomy import PERSUASION_INTENTIONS, FaceAct, Role
 
@@ -204,7 +204,7 @@ def test_latency_is_measured_with_each_new_turn_encoded_afresh(monkeypatch: pyte
     """The live situation: earlier turns come from the cache, the new turn's own text does not,
     so a text first encoded as some later turn's context is encoded again when its turn is timed."""
     from guardian.corpora.datasets import load_faceacts
-    from guardian.detectors.intent_train import latency_p50, utterances_in_context
+    from guardian.detectors.intent.train import latency_p50, utterances_in_context
 
     model = load_model()
     rows = load_faceacts()
@@ -221,7 +221,7 @@ def test_latency_is_measured_with_each_new_turn_encoded_afresh(monkeypatch: pyte
 
 
 def test_escalation_budget_caps_a_conversations_escalations_at_its_share_plus_slack() -> None:
-    from guardian.detectors.intent_model import EscalationBudget
+    from guardian.detectors.intent.model import EscalationBudget
 
     budget = EscalationBudget(rate=0.35, slack=2)
     admitted = [budget.admit(True) for _ in range(40)]
@@ -238,7 +238,7 @@ def test_escalation_budget_caps_a_conversations_escalations_at_its_share_plus_sl
 def test_a_live_conversation_spends_one_budget_counting_each_turn_once() -> None:
     """Windows slide over the same turns; each turn is assessed (and counted) once, when it is new,
     and the escalations of the conversation never exceed its budget."""
-    from guardian.detectors.intent_model import ESCALATION_RATE, ESCALATION_SLACK
+    from guardian.detectors.intent.model import ESCALATION_RATE, ESCALATION_SLACK
 
     detector = IntentDetector()
     model = detector.model()
@@ -262,7 +262,7 @@ def test_two_unnamed_conversations_do_not_share_intent_state() -> None:
     """Who opened a conversation is remembered by its id: with the shared default id, a second
     conversation's sliding window took the first one's opener (roles flipped at turns 11-12)."""
     from guardian.conversation import Conversation
-    from guardian.detectors.intent import IntentDetector
+    from guardian.detectors.intent.detector import IntentDetector
 
     detector = IntentDetector(tuned=False)
     first = Conversation.from_pairs([("Ann", f"a{i}") if i % 2 == 0 else ("Ben", f"b{i}") for i in range(14)])

@@ -15,7 +15,7 @@ from guardian.errors import GuardianError, InputError
 
 if TYPE_CHECKING:
     from guardian.corpora.conversations import Split as Part
-    from guardian.detectors.intent_tuned import TuneConfig
+    from guardian.detectors.intent.tuned import TuneConfig
     from guardian.encoding.encoders import EncoderName
 
 
@@ -37,7 +37,7 @@ def _progress(description: str) -> Callable[[int, int], None]:
 
 def tune_config(encoder: str | None = None, layers: int | None = None) -> TuneConfig:
     """The shipped training recipe, with the encoder and its layer count as the user chose."""
-    from guardian.detectors.intent_tuned import TuneConfig
+    from guardian.detectors.intent.tuned import TuneConfig
 
     default = TuneConfig()
     try:
@@ -50,7 +50,7 @@ def tune_config(encoder: str | None = None, layers: int | None = None) -> TuneCo
 
 def escalation_config(tune: TuneConfig, *, escalate: bool) -> TuneConfig | None:
     """The shipped escalation half, unless turned off or the tuned half already is that model."""
-    from guardian.detectors.intent_train import ESCALATION
+    from guardian.detectors.intent.train import ESCALATION
 
     same = (tune.encoder, tune.layers) == (ESCALATION.encoder, ESCALATION.layers)
     return ESCALATION if escalate and not same else None
@@ -60,8 +60,8 @@ def run_eval_faceacts(
     file: str, *, output_format: str, cv: bool, linear_only: bool = False, retrain: bool = False,
     encoder: str | None = None, layers: int | None = None, escalate: bool = True, split: str | None = None,
 ) -> None:
-    from guardian.detectors.intent_model import load_model
-    from guardian.detectors.intent_train import evaluate_file
+    from guardian.detectors.intent.model import load_model
+    from guardian.detectors.intent.train import evaluate_file
 
     tune = tune_config(encoder, layers)
     path = Path(file)
@@ -162,8 +162,8 @@ def run_train_intent(
     layers: int | None = None, retrain: bool = False, escalate: bool = True, everyday: str | None = None,
     everyday_half: str | None = None,
 ) -> None:
-    from guardian.detectors.intent_model import cached_artifact_dir
-    from guardian.detectors.intent_train import train_and_save
+    from guardian.detectors.intent.model import cached_artifact_dir
+    from guardian.detectors.intent.train import train_and_save
 
     if everyday is not None:
         _train_everyday(out=out, everyday=everyday, data=data, half=everyday_half)
@@ -193,13 +193,13 @@ def _train_everyday(*, out: str | None, everyday: str, data: str | None, half: s
     import shutil
 
     from guardian.corpora.datasets import faceacts_path, file_sha256, load_faceacts
-    from guardian.detectors.intent_domain_train import train_everyday
-    from guardian.detectors.intent_model import (
+    from guardian.detectors.intent.domain_train import train_everyday
+    from guardian.detectors.intent.model import (
         IntentModel,
         bundled_artifact_dir,
         cached_artifact_dir,
     )
-    from guardian.detectors.intent_tuned import TunedFaceActs
+    from guardian.detectors.intent.tuned import TunedFaceActs
 
     path = Path(everyday)
     if not path.is_file():

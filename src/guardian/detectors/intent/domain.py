@@ -33,11 +33,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from guardian.detectors.intent_tuned import TunedFaceActs
+from guardian.detectors.intent.tuned import TunedFaceActs
 from guardian.taxonomy import FaceAct
 
 if TYPE_CHECKING:
-    from guardian.detectors.intent_features import FeatureConfig, NGrams, Utterance
+    from guardian.detectors.intent.features import FeatureConfig, NGrams, Utterance
 
 EVERYDAY_FILE = "everyday.npz"
 EVERYDAY_META = "everyday.json"
@@ -119,7 +119,7 @@ class EverydayHead:
     def proba(self, utterances: Sequence[Utterance], u_vecs: np.ndarray, ctx_vecs: np.ndarray,
               classes: Sequence[FaceAct]) -> np.ndarray:
         """The head's probabilities, in `classes` order (the model's)."""
-        from guardian.detectors.intent_features import assemble, side_text
+        from guardian.detectors.intent.features import assemble, side_text
 
         x = assemble(utterances, u_vecs, ctx_vecs, self.word.transform([u.text for u in utterances]),
                      self.side.transform([side_text(u) for u in utterances]), self.config)
@@ -136,7 +136,7 @@ class EverydayHead:
     # -- persistence --
 
     def save(self, directory: Path) -> None:
-        from guardian.detectors.intent_features import _jsonable
+        from guardian.detectors.intent.features import _jsonable
 
         np.savez_compressed(directory / EVERYDAY_FILE, coef=self.coef.astype(np.float16), intercept=self.intercept,
                             word_idf=self.word.idf, side_idf=self.side.idf,
@@ -159,7 +159,7 @@ class EverydayHead:
     def load(cls, directory: Path) -> EverydayHead | None:
         """The head saved in `directory`, or None when the artifact has none (a persuasion-only model).
         A damaged one raises ValueError/OSError/KeyError (the caller says it as ModelUnavailable)."""
-        from guardian.detectors.intent_features import (
+        from guardian.detectors.intent.features import (
             DENSE_DIM,
             ENCODER_DIM,
             FeatureConfig,

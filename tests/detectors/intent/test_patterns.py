@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from guardian.conversation import Conversation
-from guardian.detectors.patterns import (
+from guardian.detectors.intent.patterns import (
     CRITICISM_AFTER_REFUSAL,
     GUILT_APPEAL,
     PERSISTENT_PRESSURE,
@@ -153,7 +153,7 @@ def test_own_refusal_does_not_count() -> None:
 
 @pytest.fixture(scope="module")
 def detector():  # type: ignore[no-untyped-def]
-    from guardian.detectors.intent import IntentDetector
+    from guardian.detectors.intent.detector import IntentDetector
 
     return IntentDetector()
 

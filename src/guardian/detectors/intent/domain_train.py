@@ -17,8 +17,8 @@ import numpy as np
 
 from guardian.corpora.conversations import split_of
 from guardian.corpora.datasets import FaceActUtterance
-from guardian.detectors.intent_domain import DomainGate, EverydayHead
-from guardian.detectors.intent_model import (
+from guardian.detectors.intent.domain import DomainGate, EverydayHead
+from guardian.detectors.intent.model import (
     SIDE_PARAMS,
     WORD_PARAMS,
     FeatureConfig,
@@ -28,8 +28,8 @@ from guardian.detectors.intent_model import (
     context_vectors,
     side_text,
 )
-from guardian.detectors.intent_train import CLASS_WEIGHT_POWER, utterances_in_context
-from guardian.detectors.intent_tuned import TunedFaceActs
+from guardian.detectors.intent.train import CLASS_WEIGHT_POWER, utterances_in_context
+from guardian.detectors.intent.tuned import TunedFaceActs
 from guardian.encoding.finetune import class_weights
 from guardian.encoding.sentence_encoder import SentenceEncoder
 from guardian.taxonomy import FaceAct
@@ -195,7 +195,8 @@ def tune_everyday_half(start: TunedFaceActs, persuasion: Sequence[FaceActUtteran
     """The everyday tuned half (`TUNE_*`): 10-30 minutes on a shared core."""
     import random
 
-    from guardian.detectors.intent_tuned import pair_text, train_tuned
+    from guardian.detectors.intent.tuned import pair_text
+    from guardian.detectors.intent.tuned_train import train_tuned
 
     def pairs(rows: Sequence[FaceActUtterance]) -> list[tuple[str, str]]:
         return [pair_text(u.text, u.speaker, u.opener, u.context) for u in utterances_in_context(rows)]
@@ -214,7 +215,7 @@ def train_everyday(model: IntentModel, persuasion: Sequence[FaceActUtterance], e
     """Attach the everyday head to `model`: head, gate and everyday tuned half (`tuned`, else
     fine-tuned here) from the everyday train part, the abstention threshold from the dev part
     (scored as the live detector runs). Returns what was chosen."""
-    from guardian.detectors.intent_train import predict_in_turn_order
+    from guardian.detectors.intent.train import predict_in_turn_order
 
     train, dev = part_of(everyday, "train"), part_of(everyday, "dev")
     if not train or not dev:
