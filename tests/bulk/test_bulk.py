@@ -178,8 +178,8 @@ def test_ray_missing_is_one_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
 
 def test_a_row_does_not_depend_on_what_the_worker_screened_before(default_options: ScreenOptions) -> None:
-    """The shared encoder caches vectors by text, and a vector depends slightly on its batch's padding:
-    a worker that met "I don't know." in a long conversation once gave a later conversation other
+    """The shared encoder caches vectors by text: when a vector depended on its batch's padding, a
+    worker that met "I don't know." in a long conversation once gave a later conversation other
     probabilities than a fresh process (`guardian analyze FILE`) does."""
     from guardian.bulk.inputs import Item
     from guardian.bulk.screen import Screener
@@ -194,3 +194,33 @@ def test_a_row_does_not_depend_on_what_the_worker_screened_before(default_option
     shared_encoder().clear()
     alone = screener.screen(Item(later.id, conversation=later)).row
     assert after == alone
+
+
+def test_the_batched_path_gives_the_per_window_rows(default_options: ScreenOptions) -> None:
+    """`screen_batch` encodes the turns of many conversations in one pass (`_prefetch`); every row must be
+    the one `guardian analyze FILE`'s path gives that conversation alone, in a fresh state (nothing
+    cached, detectors of its own) - exactly, floats included."""
+    from guardian.analyze import assess_turns
+    from guardian.bulk.inputs import Item
+    from guardian.bulk.rows import turn_rows
+    from guardian.bulk.screen import Screener
+    from guardian.encoding.sentence_encoder import shared_encoder
+    from tests.bulk.conftest import sample_conversations
+
+    sample = sample_conversations(n_dialogues=40, n_calls=4)
+    alone = Screener(default_options)
+    names = [d.name for d in alone.detectors]
+    expected = []
+    for conversation in sample:
+        shared_encoder().clear()
+        windows = assess_turns(conversation, alone.detectors, window=default_options.window)
+        expected.append((conversation_row(conversation, windows, label=None, detectors=names),
+                         turn_rows(conversation, windows)))
+    shared_encoder().clear()
+    batched = Screener(default_options)
+    got = [s for k in range(0, len(sample), 20)
+           for s in batched.screen_batch([Item(c.id, conversation=c) for c in sample[k : k + 20]])]
+    assert sum(row.decision for row, _ in expected) >= 5, "too few flagged conversations to compare findings"
+    for conversation, (row, turns), fast in zip(sample, expected, got, strict=True):
+        assert fast.row == row, conversation.id
+        assert fast.turns == turns, conversation.id

@@ -23,10 +23,8 @@ from itertools import islice
 
 from guardian.bulk.inputs import Item
 from guardian.bulk.rows import Screened, error_row
-from guardian.bulk.screen import Screener, ScreenOptions
+from guardian.bulk.screen import BATCH, Screener, ScreenOptions
 
-#: Conversations per task sent to a worker process.
-BATCH = 8
 #: Times a batch may be in flight when the pool breaks before its conversations are error rows.
 STRIKES = 2
 
@@ -87,12 +85,13 @@ def screen_local(
     stats.workers = jobs
     if jobs <= 1:
         screener = Screener(options)
-        for item in items:
+        pending = iter(items)
+        while batch := list(islice(pending, BATCH)):
             began = time.perf_counter()
-            screened = screener.screen(item)
-            stats.saw_work(1, time.perf_counter() - began)
+            screened = screener.screen_batch(batch)
+            stats.saw_work(len(screened), time.perf_counter() - began)
             stats.saw_rss(peak_rss_mb())
-            yield screened
+            yield from screened
         return
     yield from _pooled(iter(items), options=options, jobs=jobs, stats=stats)
 

@@ -24,12 +24,10 @@ from typing import Any
 from guardian.bulk.inputs import Item
 from guardian.bulk.local import EngineStats, peak_rss_mb
 from guardian.bulk.rows import Screened
-from guardian.bulk.screen import Screener, ScreenOptions
+from guardian.bulk.screen import BATCH, Screener, ScreenOptions
 from guardian.conversation import Conversation
 from guardian.errors import GuardianError, ModelUnavailable
 
-#: Conversations per `map_batches` call on an actor.
-BATCH = 8
 #: Conversations per Ray block: a task's output reaches the driver (and the results table) only when the
 #: whole block is screened, so a block is one batch (measured: blocks of 32 arrived all at the end of a chunk).
 BLOCK = BATCH

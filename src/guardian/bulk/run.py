@@ -46,6 +46,7 @@ class Summary:
     engine: str
     workers: int
     peak_worker_rss_mb: float
+    detectors: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
@@ -60,7 +61,8 @@ class Summary:
             f"{self.screened} conversations screened{skipped}: {self.flagged} flagged ({share} of those read), "
             f"{self.errors} errors; {self.seconds:.1f} s, {self.per_s:.2f} conversations/s "
             f"({self.engine}, {self.workers} worker{'s' if self.workers != 1 else ''}, "
-            f"peak {self.peak_worker_rss_mb:.0f} MB per worker); rows in {self.out}"
+            f"peak {self.peak_worker_rss_mb:.0f} MB per worker); detectors {', '.join(self.detectors)}; "
+            f"rows in {self.out}"
         )
 
 
@@ -114,7 +116,7 @@ def run_bulk(options: BulkOptions, *, show_progress: bool | None = None) -> Summ
     return Summary(
         out=options.out, screened=screened, skipped=skipped[0], flagged=flagged, errors=errors,
         seconds=time.perf_counter() - began, engine=options.engine, workers=stats.workers,
-        peak_worker_rss_mb=stats.peak_worker_rss_mb, notes=tuple(stats.notes),
+        peak_worker_rss_mb=stats.peak_worker_rss_mb, detectors=options.screen.detectors, notes=tuple(stats.notes),
     )
 
 

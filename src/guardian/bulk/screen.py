@@ -9,12 +9,16 @@ conversation's error row.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from guardian.bulk.inputs import Item
 from guardian.bulk.rows import Screened, conversation_row, error_row, turn_rows
+from guardian.conversation import Conversation
+from guardian.detectors.base import Detector
+
+#: Conversations screened together by every engine: their turns are encoded in one pass (`_prefetch`).
+BATCH = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,18 +43,38 @@ def resolve_options(*, detectors: str | None, window: int | None, per_turn: bool
     )
 
 
-def _forget_other_conversations() -> None:
-    """Clear the shared sentence encoder's text -> vector cache before each conversation.
+#: Detectors that read turns through the process's shared sentence encoder (`shared_encoder`).
+ENCODER_USERS = frozenset({"local", "intent"})
+#: At most this many texts are encoded ahead of a batch (the shared encoder's cache holds 8,192).
+PREFETCH_TEXTS = 4096
 
-    A cached vector was computed in some earlier batch, and a vector depends slightly on
-    its batch (padding): with the cache kept, a row depended on which conversations the
-    same worker had screened before (4 of 300 probabilities differed by ~1e-3 between
-    `--jobs 2` and Ray). Cleared, every conversation is screened as `guardian analyze FILE`
-    screens it in a fresh process, whichever worker gets it.
+
+def _prefetch(detectors: Sequence[Detector], conversations: Sequence[Conversation]) -> None:
+    """Encode every turn of the batch's conversations in one call, each distinct text once, then
+    the sentences the local model may quote (`prefetch_quotes`).
+
+    Why: the detectors then find every vector they ask for in the shared encoder's cache. One call
+    over many conversations batches texts of equal token count together (a conversation alone has
+    a few texts of as many lengths), and a text repeated across conversations ("Okay.") is encoded
+    once. The rows do not change: a vector is computed unpadded, so it is the same whatever else
+    shares its batch (`SentenceEncoder._embed`), and a cached vector is the one the detector would
+    compute (tests/bulk: `test_the_batched_path_gives_the_per_window_rows`).
     """
-    module = sys.modules.get("guardian.encoding.sentence_encoder")
-    if module is not None:
-        module.shared_encoder().clear()
+    from guardian.encoding.sentence_encoder import shared_encoder
+
+    group: list[Conversation] = []
+    size = 0
+    for conversation in [*conversations, None]:
+        if conversation is None or (group and size + len(conversation.turns) > PREFETCH_TEXTS):
+            shared_encoder().encode(list(dict.fromkeys(t.text for c in group for t in c.turns))[:PREFETCH_TEXTS])
+            for detector in detectors:
+                prefetch_quotes = getattr(detector, "prefetch_quotes", None)
+                if prefetch_quotes is not None:
+                    prefetch_quotes(group)
+            group, size = [], 0
+        if conversation is not None:
+            group.append(conversation)
+            size += len(conversation.turns)
 
 
 class Screener:
@@ -72,7 +96,6 @@ class Screener:
         if item.conversation is None:
             return Screened(row=error_row(item.id, item.error or "no conversation", label=item.label))
         conversation = item.conversation
-        _forget_other_conversations()
         try:
             assessments = assess_turns(conversation, self.detectors, window=self.options.window)
             row = conversation_row(
@@ -84,4 +107,10 @@ class Screener:
         return Screened(row=row, turns=turns)
 
     def screen_batch(self, items: Sequence[Item]) -> list[Screened]:
+        """The items' rows, in order; their turns are encoded together first (`_prefetch`)."""
+        if any(d.name in ENCODER_USERS for d in self.detectors):
+            try:
+                _prefetch(self.detectors, [i.conversation for i in items if i.conversation is not None])
+            except Exception:  # only a head start: each conversation's own screening reports the failure
+                pass
         return [self.screen(item) for item in items]

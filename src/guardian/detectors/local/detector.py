@@ -197,6 +197,32 @@ class LocalModelDetector(Detector):
             out[n] = assessment.model_copy(update={"latency_ms": elapsed})
         return out
 
+    def prefetch_quotes(self, conversations: Sequence[Conversation]) -> None:
+        """Encode in one pass the sentences that quoting the conversations' flagged turns will ask for.
+
+        Why: bulk screening (issue 23) encodes the turns of many conversations together; the quotes'
+        sentences were then the encoder's last small calls, one flagged turn at a time. A turn may be
+        quoted when it scores at least the scam-request threshold (the lowest that flags); scored here
+        in its whole conversation's context, so a long conversation's window may differ and encode a
+        sentence on demand after all. Only a head start: a vector does not depend on its batch, so
+        the assessments are the same with or without it.
+        """
+        live = [c for c in conversations if any(t.text.strip() for t in c.turns)]
+        if not live:
+            return
+        threshold = self.threshold
+        floor = min(threshold, self.model().thresholds.get("high", threshold))
+        texts: list[str] = []
+        for scored in self.score_windows(live):
+            combined = np.maximum(scored.scores.manipulation, scored.scores.scam)
+            for i in np.flatnonzero(combined >= floor):
+                text = scored.turns[int(i)].text
+                for spans in (sentences(text)[:MAX_QUOTE_SENTENCES], request_sentences(text)[:MAX_QUOTE_SENTENCES]):
+                    if len(spans) > 1:
+                        texts.extend(sp.text for sp in spans)
+        if texts:
+            self.encoder().encode(list(dict.fromkeys(texts)))
+
     def score_windows(self, windows: Sequence[Conversation]) -> list[_Scored]:
         """Every turn of every window scored in its context (the window's earlier turns)."""
         model = self.model()
@@ -204,7 +230,7 @@ class LocalModelDetector(Detector):
         vectors = dict(zip(texts, self.encoder().encode(texts), strict=True))
         rows = [turn_rows(w.turns, np.stack([vectors[t.text] for t in w.turns]), context=model.context)
                 for w in windows]
-        scores = model.score(np.vstack(rows))
+        scores = model.score(np.vstack(rows), windows=[len(x) for x in rows])  # labels pool over each window
         out, at = [], 0
         for w, x in zip(windows, rows, strict=True):
             part = slice(at, at + len(x))
