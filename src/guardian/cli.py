@@ -94,7 +94,10 @@ def analyze(
     ] = "text",
     detectors: Annotated[
         str | None,
-        typer.Option("--detectors", "-d", help="Comma-separated detector names (see `guardian detectors`)."),
+        typer.Option("--detectors", "-d", help=(
+            "Comma-separated detector names (see `guardian detectors`). Default: the configured ones, else "
+            "keyphrases,local,intent; an archive run (--out) leaves intent out (docs/bulk.md)."
+        )),
     ] = None,
     input_format: Annotated[
         str, typer.Option("--input-format", help="auto | lines | jsonl | whatsapp | vtt | srt")

@@ -74,17 +74,18 @@ def conversations() -> list[Conversation]:
 
 @pytest.fixture(scope="session")
 def default_options() -> ScreenOptions:
-    """What `guardian analyze` uses with no configuration: every installed local default, window 10.
+    """What `guardian analyze ARCHIVE --out` uses with no configuration: the installed local defaults
+    less the registry's `BULK_SKIPS` (the intent model), window 10.
 
     Spelled out, not read from the settings: a session fixture runs before the per-test isolation
-    of the user's configuration. `test_default_options_are_analyze_defaults` pins the equality.
+    of the user's configuration. `test_default_options_are_bulk_defaults` pins the equality.
     """
     from guardian.config import MonitorSettings
     from guardian.detectors import registry
 
     installed = set(registry.names())
     return ScreenOptions(
-        detectors=tuple(n for n in registry.DEFAULT_ORDER if n in installed),
+        detectors=tuple(n for n in registry.DEFAULT_ORDER if n in installed and n not in registry.BULK_SKIPS),
         window=MonitorSettings().window,
         per_turn=True,
     )

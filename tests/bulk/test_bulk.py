@@ -34,7 +34,7 @@ def _rows(out: Path) -> list[ConversationRow]:
     return rows
 
 
-def test_default_options_are_analyze_defaults(default_options: ScreenOptions) -> None:
+def test_default_options_are_bulk_defaults(default_options: ScreenOptions) -> None:
     assert resolve_options(detectors=None, window=None, per_turn=True) == default_options
 
 
@@ -71,13 +71,16 @@ def test_directory_jsonl_and_parquet_give_the_same_rows(
 
 
 def test_a_row_says_what_guardian_analyze_file_says(
-    tmp_path: Path, conversations: list[Conversation], fresh_reference_rows: dict[str, ConversationRow]
+    tmp_path: Path,
+    conversations: list[Conversation],
+    fresh_reference_rows: dict[str, ConversationRow],
+    default_options: ScreenOptions,
 ) -> None:
     reference_rows = fresh_reference_rows
     flagged = next(c for c in conversations if reference_rows[c.id].decision and c.id.endswith(".txt"))
     folder = write_directory(tmp_path, [flagged])
     proc = subprocess.run(
-        [str(GUARDIAN), "analyze", str(folder / flagged.id), "--format", "json"],
+        [str(GUARDIAN), "analyze", str(folder / flagged.id), "--format", "json", "-d", ",".join(default_options.detectors)],
         capture_output=True, text=True, timeout=300, check=False,
     )
     assert proc.returncode == 0, proc.stderr
@@ -199,7 +202,8 @@ def test_a_row_does_not_depend_on_what_the_worker_screened_before(default_option
 def test_the_batched_path_gives_the_per_window_rows(default_options: ScreenOptions) -> None:
     """`screen_batch` encodes the turns of many conversations in one pass (`_prefetch`); every row must be
     the one `guardian analyze FILE`'s path gives that conversation alone, in a fresh state (nothing
-    cached, detectors of its own) - exactly, floats included."""
+    cached, detectors of its own) - exactly, floats included. With the intent model too (not a bulk
+    default), which reads the same cached vectors."""
     from guardian.analyze import assess_turns
     from guardian.bulk.inputs import Item
     from guardian.bulk.rows import turn_rows
@@ -208,16 +212,18 @@ def test_the_batched_path_gives_the_per_window_rows(default_options: ScreenOptio
     from tests.bulk.conftest import sample_conversations
 
     sample = sample_conversations(n_dialogues=40, n_calls=4)
-    alone = Screener(default_options)
+    everything = ScreenOptions(detectors=("keyphrases", "local", "intent"), window=default_options.window,
+                               per_turn=True)
+    alone = Screener(everything)
     names = [d.name for d in alone.detectors]
     expected = []
     for conversation in sample:
         shared_encoder().clear()
-        windows = assess_turns(conversation, alone.detectors, window=default_options.window)
+        windows = assess_turns(conversation, alone.detectors, window=everything.window)
         expected.append((conversation_row(conversation, windows, label=None, detectors=names),
                          turn_rows(conversation, windows)))
     shared_encoder().clear()
-    batched = Screener(default_options)
+    batched = Screener(everything)
     got = [s for k in range(0, len(sample), 20)
            for s in batched.screen_batch([Item(c.id, conversation=c) for c in sample[k : k + 20]])]
     assert sum(row.decision for row, _ in expected) >= 5, "too few flagged conversations to compare findings"

@@ -73,3 +73,18 @@ def test_the_default_detector_set_is_decided_in_the_registry(monkeypatch: pytest
     assert chatbot_defaults() == ["keyphrases"]
     with pytest.raises(ValueError, match="purpose"):
         registry.default_names(purpose="archive")
+
+
+def test_a_bulk_run_leaves_the_intent_model_out_unless_configured(monkeypatch: pytest.MonkeyPatch) -> None:
+    """`guardian analyze ARCHIVE --out` asks the registry too: the local defaults less intent
+    (docs/bulk.md), and the configured detectors as they are."""
+    from guardian.bulk.screen import resolve_options
+    from guardian.config import settings
+
+    monkeypatch.setattr(registry, "names", lambda: ["keyphrases", "local", "intent"])
+    assert registry.default_names(purpose="bulk") == ["keyphrases", "local"]
+    assert resolve_options(detectors=None, window=None, per_turn=False).detectors == ("keyphrases", "local")
+    assert resolve_options(detectors="local,intent", window=None, per_turn=False).detectors == ("local", "intent")
+    monkeypatch.setenv("GUARDIAN_DETECTORS", '["keyphrases", "intent"]')
+    settings.cache_clear()
+    assert registry.default_names(purpose="bulk") == ["keyphrases", "intent"]

@@ -87,11 +87,15 @@ def screen_local(
         screener = Screener(options)
         pending = iter(items)
         while batch := list(islice(pending, BATCH)):
-            began = time.perf_counter()
-            screened = screener.screen_batch(batch)
-            stats.saw_work(len(screened), time.perf_counter() - began)
-            stats.saw_rss(peak_rss_mb())
-            yield from screened
+            rows = screener.screen_each(batch)
+            while True:
+                began = time.perf_counter()
+                screened = next(rows, None)
+                if screened is None:
+                    break
+                stats.saw_work(1, time.perf_counter() - began)
+                stats.saw_rss(peak_rss_mb())
+                yield screened
         return
     yield from _pooled(iter(items), options=options, jobs=jobs, stats=stats)
 

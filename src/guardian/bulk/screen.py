@@ -9,7 +9,7 @@ conversation's error row.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 from guardian.bulk.inputs import Item
@@ -31,13 +31,13 @@ class ScreenOptions:
 
 
 def resolve_options(*, detectors: str | None, window: int | None, per_turn: bool) -> ScreenOptions:
-    """The driver's options: `--detectors` or the registry's conversation defaults, `--window` or the setting."""
+    """The driver's options: `--detectors` or the registry's bulk defaults, `--window` or the setting."""
     from guardian.config import settings
     from guardian.detectors import registry
 
     names = [n.strip() for n in detectors.split(",") if n.strip()] if detectors else None
     return ScreenOptions(
-        detectors=tuple(names or registry.default_names(purpose="conversation")),
+        detectors=tuple(names or registry.default_names(purpose="bulk")),
         window=window or settings().monitor.window,
         per_turn=per_turn,
     )
@@ -108,9 +108,14 @@ class Screener:
 
     def screen_batch(self, items: Sequence[Item]) -> list[Screened]:
         """The items' rows, in order; their turns are encoded together first (`_prefetch`)."""
+        return list(self.screen_each(items))
+
+    def screen_each(self, items: Sequence[Item]) -> Iterator[Screened]:
+        """`screen_batch`, each row as soon as it is screened (`--jobs 1` writes them as they come)."""
         if any(d.name in ENCODER_USERS for d in self.detectors):
             try:
                 _prefetch(self.detectors, [i.conversation for i in items if i.conversation is not None])
             except Exception:  # only a head start: each conversation's own screening reports the failure
                 pass
-        return [self.screen(item) for item in items]
+        for item in items:
+            yield self.screen(item)

@@ -64,6 +64,8 @@ def factory(name: str) -> DetectorFactory:
 
 #: Local detectors used when none are named, in this order, if installed.
 DEFAULT_ORDER = ("keyphrases", "local", "intent")
+#: Defaults a bulk run leaves out unless named (`default_names(purpose="bulk")` says why).
+BULK_SKIPS = frozenset({"intent"})
 
 
 def default_names(*, purpose: str = "conversation") -> list[str]:
@@ -72,20 +74,24 @@ def default_names(*, purpose: str = "conversation") -> list[str]:
     `conversation` (analyze, watch, listen, eval, bench): the configured detectors, else every
     installed local default. `chatbot` (the LangChain middleware, guard, callbacks): the local
     model alone when installed (a reply waits for the screen; the intent model's face acts are
-    not a block decision), else the key phrases.
+    not a block decision), else the key phrases. `bulk` (`guardian analyze ARCHIVE --out`): the
+    configured detectors, else the installed local defaults less the intent model: a results row
+    has no face acts, the intent model's only part in it is its pressure-pattern findings (7 % of
+    MentalManip rows; never a decision, probability, technique or manipulator), and it costs most
+    of the time per turn (docs/bulk.md); `--detectors keyphrases,local,intent` runs it.
     """
     from guardian.config import settings
 
     if purpose == "chatbot":
         return ["local"] if "local" in names() else ["keyphrases"]
-    if purpose != "conversation":
-        raise ValueError(f"unknown purpose {purpose!r}; use conversation or chatbot")
+    if purpose not in ("conversation", "bulk"):
+        raise ValueError(f"unknown purpose {purpose!r}; use conversation, bulk or chatbot")
 
     configured = settings().detectors
     if configured:
         return list(configured)
     installed = set(names())
-    return [n for n in DEFAULT_ORDER if n in installed]
+    return [n for n in DEFAULT_ORDER if n in installed and not (purpose == "bulk" and n in BULK_SKIPS)]
 
 
 def create(name: str, **options: Any) -> Detector:
