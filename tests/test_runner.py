@@ -266,7 +266,7 @@ def test_serialize_lets_one_thread_at_a_time_into_a_detector(serialize: bool) ->
 #: Modules that may call a detector's analyze methods themselves: the runner; detectors
 #: built from other detectors (the cascade, the LLM detector's intent agent, the default
 #: `analyze_batch`); evaluation and benchmarks, which measure one detector on its own.
-_MAY_CALL_DETECTORS = ("runner.py", "detectors/", "agents/cascade.py", "agents/manipulation.py", "eval/")
+_MAY_CALL_DETECTORS = ("runner.py", "detectors/", "eval/")  # detectors/llm/cascade.py consults local and the LLM
 _ANALYZE = {"analyze", "aanalyze", "analyze_batch"}
 
 

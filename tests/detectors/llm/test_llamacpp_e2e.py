@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from guardian.agents.manipulation import LLMDetector
 from guardian.config import LLMSettings
 from guardian.conversation import Conversation
+from guardian.detectors.llm.manipulation import LLMDetector
 from tests.netutil import free_port
 
 from .injection_cases import CASES

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 from pydantic import SecretStr
 
-from guardian.agents.manipulation import LLMDetector
 from guardian.config import LLMSettings
 from guardian.detectors.keyphrases import KeyPhraseDetector
+from guardian.detectors.llm.manipulation import LLMDetector
 from guardian.events import AssessmentReady, TurnAdded
 from guardian.monitor import Monitor
 from guardian.session_log import SessionHeader, SessionLog, read_log

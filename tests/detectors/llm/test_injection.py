@@ -9,10 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from langchain_core.messages import HumanMessage, SystemMessage
 
-from guardian.agents.intent_agent import reason_messages
-from guardian.agents.manipulation import Shot, build_messages, ground_quote
-from guardian.agents.prompting import escape_speaker, escape_text, new_fence_token, unescape
 from guardian.conversation import Conversation
+from guardian.detectors.llm.intent import reason_messages
+from guardian.detectors.llm.manipulation import Shot, build_messages
+from guardian.detectors.llm.parsing import ground_quote
+from guardian.detectors.llm.prompting import escape_speaker, escape_text, new_fence_token, unescape
 
 from .injection_cases import CASES
 
@@ -96,7 +97,7 @@ def test_fence_token_is_fresh_per_call() -> None:
 
 def test_a_token_in_the_text_is_drawn_again(monkeypatch: pytest.MonkeyPatch) -> None:
     draws = iter(["aaaaaaaaaaaaaaaa", "bbbbbbbbbbbbbbbb"])
-    monkeypatch.setattr("guardian.agents.prompting.secrets.token_hex", lambda n: next(draws))
+    monkeypatch.setattr("guardian.detectors.llm.prompting.secrets.token_hex", lambda n: next(draws))
     assert new_fence_token("the text says aaaaaaaaaaaaaaaa") == "bbbbbbbbbbbbbbbb"
 
 

@@ -15,9 +15,16 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, SystemMessage
 from pydantic import BaseModel, ConfigDict, field_validator
 
-from guardian.agents.llm import LLMClient, LLMFailure, Usage
-from guardian.agents.prompting import Fence, Prompt, escape_speaker, fenced, new_fence_token, render
 from guardian.conversation import Conversation
+from guardian.detectors.llm.client import LLMClient, LLMFailure, Usage
+from guardian.detectors.llm.prompting import (
+    Fence,
+    Prompt,
+    escape_speaker,
+    fenced,
+    new_fence_token,
+    render,
+)
 from guardian.findings import Intent
 from guardian.taxonomy import FaceAct
 

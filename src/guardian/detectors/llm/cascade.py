@@ -18,14 +18,15 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections import OrderedDict
 from typing import ClassVar
 
-from guardian.agents.llm import Usage
-from guardian.agents.manipulation import LLMDetector, Opinion
+from cachetools import LRUCache
+
 from guardian.config import LLMSettings
 from guardian.conversation import Conversation
 from guardian.detectors.base import Detector
+from guardian.detectors.llm.client import Usage
+from guardian.detectors.llm.manipulation import LLMDetector, Opinion
 from guardian.findings import Assessment, DetectorError
 
 MAX_TRACKED_CONVERSATIONS = 4096
@@ -53,7 +54,8 @@ class CascadeDetector(Detector):
         self._local_name = local_name
         self._local_checked = local is not None
         self.local_missing: str | None = None
-        self._budgets: OrderedDict[str, Usage] = OrderedDict()
+        # A conversation's spend, the least recently screened conversation forgotten first.
+        self._budgets: LRUCache[str, Usage] = LRUCache(maxsize=MAX_TRACKED_CONVERSATIONS)
         self._lock = threading.RLock()
         self.usage = Usage()  # everything spent by this detector, for eval reports
         self.consulted = 0
@@ -84,10 +86,8 @@ class CascadeDetector(Detector):
 
     def budget(self, conversation_id: str) -> Usage:
         with self._lock:
-            used = self._budgets.pop(conversation_id, None) or Usage()
+            used = self._budgets.get(conversation_id) or Usage()
             self._budgets[conversation_id] = used
-            while len(self._budgets) > MAX_TRACKED_CONVERSATIONS:
-                self._budgets.popitem(last=False)
             return used
 
     # -- policy -----------------------------------------------------------------------------

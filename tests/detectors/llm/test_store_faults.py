@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from guardian.agents.manipulation import LLMDetector
 from guardian.config import LLMSettings
 from guardian.conversation import Conversation
 from guardian.corpora.datasets import load_mentalmanip
+from guardian.detectors.llm.manipulation import LLMDetector
 from guardian.retrieval.store import ExampleStore
 
 from .openai_stub import Reply, serve

@@ -14,10 +14,11 @@ import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel, GenericFakeChatModel
 from langchain_core.messages import AIMessage
 
-from guardian.agents.llm import MalformedOutput, extract_json
-from guardian.agents.manipulation import LLMDetector, ManipulationAnswer
 from guardian.config import LLMSettings
 from guardian.conversation import Conversation
+from guardian.detectors.llm.client import MalformedOutput, extract_json
+from guardian.detectors.llm.manipulation import LLMDetector
+from guardian.detectors.llm.parsing import ManipulationAnswer
 from guardian.taxonomy import Technique, Vulnerability
 
 from .openai_stub import Reply, serve
@@ -280,7 +281,7 @@ def test_ungrounded_quote_from_endpoint(gaslighting: Conversation) -> None:
 
 
 def test_a_reply_cut_at_the_token_limit_says_so() -> None:
-    from guardian.agents.llm import parse_reply
+    from guardian.detectors.llm.client import parse_reply
 
     cut = '{"manipulative": true, "techniques": ["Denial"], "evidence": [{"turn": 1, "quote": "I never'
     inner = '{"manipulative": true, "evidence": [{"turn": 1, "quote": "x"}], "reasoning": "'

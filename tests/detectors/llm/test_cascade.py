@@ -13,11 +13,11 @@ from typing import Any, ClassVar
 import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 
-from guardian.agents.cascade import CascadeDetector
-from guardian.agents.manipulation import LLMDetector
 from guardian.config import LLMSettings
 from guardian.conversation import Conversation
 from guardian.detectors.base import Detector
+from guardian.detectors.llm.cascade import CascadeDetector
+from guardian.detectors.llm.manipulation import LLMDetector
 from guardian.findings import Assessment, Finding
 from guardian.grounding import evidence_for, sentences
 from guardian.taxonomy import Technique, Vulnerability

@@ -9,11 +9,11 @@ from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from pydantic import Field
 
-from guardian.agents.intent_agent import LETTERS, OPTIONS, IntentAgent
-from guardian.agents.llm import LLMClient
-from guardian.agents.manipulation import LLMDetector
 from guardian.config import LLMSettings
 from guardian.conversation import Conversation
+from guardian.detectors.llm.client import LLMClient
+from guardian.detectors.llm.intent import LETTERS, OPTIONS, IntentAgent
+from guardian.detectors.llm.manipulation import LLMDetector
 from guardian.taxonomy import FaceAct
 
 CFG = LLMSettings(samples=1, backoff_s=0.0, max_retries=0)
