@@ -74,6 +74,8 @@ class _Buffered:
         self._since = time.monotonic()
 
     def add(self, screened: Screened) -> None:
+        if not self._rows:  # a chunk's age is its oldest row's: the workers' start is no row's wait
+            self._since = time.monotonic()
         self._rows.append(screened.row)
         if self.per_turn:
             self._turns.extend(screened.turns)
