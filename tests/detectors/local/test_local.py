@@ -17,6 +17,7 @@ from guardian.detectors.local.model import ArtifactError, TurnModel
 from guardian.detectors.local.train import TrainConfig, train_and_save
 from guardian.errors import ModelUnavailable
 from guardian.findings import Assessment
+from guardian.taxonomy import Technique
 from tests.detectors.local.local_data import write_conversations, write_subset
 
 pytestmark = pytest.mark.slow
@@ -73,6 +74,10 @@ def test_training_is_deterministic_and_round_trips(tiny: tuple[Path, Path], arti
     again, _ = train_and_save(tmp_path / "again", config=SMALL, mentalmanip=[tiny[0]], conversations=[tiny[1]])
     loaded = TurnModel.load(artifact)
     assert np.array_equal(loaded.w2, again.w2)
+    # The window label head is fitted, stored and loaded with the rest.
+    assert loaded.label_w is not None and again.label_w is not None
+    assert np.array_equal(loaded.label_w, again.label_w)
+    assert loaded.label_w.shape == (3 * SMALL.hidden, 16)
     manifest = json.loads((artifact / "manifest.json").read_text(encoding="utf-8"))
     assert set(manifest["thresholds"]) == {"low", "medium", "high"}
     assert manifest["thresholds"]["low"] >= manifest["thresholds"]["medium"] >= manifest["thresholds"]["high"]
@@ -171,6 +176,44 @@ def test_the_score_does_not_rise_because_talk_goes_on(shipped: LocalModelDetecto
     assert not any(a.decision for a in assessments)
     # Once the window holds only repeats (turn 20 on), every later window scores the same.
     assert max(probabilities[-6:]) <= max(probabilities[20:26]) + 1e-6, probabilities
+
+
+@pytest.mark.parametrize(("pairs", "technique"), [
+    ([("A", "I'm going to tell Mom what you did."),
+      ("B", "If you tell anyone, you'll regret it. I know where you sleep, and I'll make sure you never forget it.")],
+     Technique.INTIMIDATION),
+    ([("User", "Can you explain compound interest again?"),
+      ("Assistant", "Honestly, a child could understand this. Maybe finance just isn't for someone like you.")],
+     Technique.SHAMING_OR_BELITTLEMENT),
+    ([("A", "You forgot my birthday again."),
+      ("B", "After everything I've done for you, this is how you treat me? Nobody ever thinks about how hard "
+            "things are for me.")],
+     Technique.PLAYING_THE_VICTIM),
+])
+def test_a_plainly_labelled_turn_gets_its_technique(
+    shipped: LocalModelDetector, pairs: list[tuple[str, str]], technique: Technique
+) -> None:
+    """The window label head names the technique a reader would (the per-turn heads it replaced named
+    Persuasion or Seduction first for nearly every turn); the finding quotes the turn that carries it."""
+    detector = LocalModelDetector(threshold=0.0)  # flag every turn: the labels, not the decision, are tested
+    conversation = Conversation.from_pairs(pairs)
+    assessment = detector.analyze(conversation)
+    assert max(assessment.techniques, key=lambda t: assessment.techniques[t]) is technique, assessment.techniques
+    findings = [f for f in assessment.findings if f.technique is technique and f.evidence[0].turn == 1]
+    assert findings and findings[0].speaker == pairs[1][0]
+    grounded(conversation, assessment)
+
+
+def test_labels_pool_over_their_own_window_only(shipped: LocalModelDetector) -> None:
+    """Windows scored in one batch give each the labels it gets alone (the head pools per window)."""
+    a = Conversation.from_pairs([("A", "Hi, how was the trip?"), ("B", "Great, thanks! The hotel was lovely.")])
+    b = Conversation.from_pairs([("A", "Where were you?"), ("B", "If you ask again, you'll regret it.")])
+    together = shipped.score_windows([a, b])
+    for window, scored in zip((a, b), together, strict=True):
+        alone = shipped.score_windows([window])[0]
+        np.testing.assert_allclose(scored.scores.techniques, alone.scores.techniques, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(scored.scores.vulnerabilities, alone.scores.vulnerabilities, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(scored.scores.manipulation, alone.scores.manipulation, rtol=1e-5, atol=1e-6)
 
 
 def test_a_scam_request_is_quoted_verbatim(shipped: LocalModelDetector) -> None:

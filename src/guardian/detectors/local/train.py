@@ -5,7 +5,8 @@ logit is a soft maximum of its turns' logits (softmax-weighted mean, so it lies
 between the mean and the maximum and never grows with the number of turns);
 turns known to be harmless are pushed down one by one. Technique and
 vulnerability heads read the same soft maximum's attention: "the labels of the
-dialogue belong to its most manipulative turns".
+dialogue belong to its most manipulative turns"; after the fit, the window label
+head (`labels`) replaces them at run time.
 
 Parts (by `corpora.conversations.split_of` and the same hash for MentalManip ids):
 train fits the weights, dev picks the epoch, the calibration and the thresholds,
@@ -24,6 +25,7 @@ import numpy as np
 
 from guardian.detectors.local.corpus import Corpus, load_corpus
 from guardian.detectors.local.data import TECHNIQUES, VULNERABILITIES, Bag, TrainingSet
+from guardian.detectors.local.labels import fit_label_head
 from guardian.detectors.local.model import MANIP, OUTPUTS, SCAM, TECH, VULN, TurnModel
 from guardian.progress import Progress
 
@@ -51,6 +53,9 @@ class TrainConfig:
     hint_weight: float = 0.0
     #: Weight of the re-framed MentalManip turns (`reframed_pairs`; 0: none).
     augment_weight: float = 4.0
+    #: L2 of the window label head (`labels.fit_label_head`; 0: none, the per-turn heads answer).
+    #: .03 / .1 / .3 / 1: dev technique micro-F1 .459 / .466 / .451 / .451 (lab/turn_labels.py).
+    label_l2: float = 0.1
 
 
 @dataclass
@@ -282,11 +287,12 @@ def dev_scores(model: TurnModel, corpus: Corpus) -> DevScores:
         label = bags[0].label
         kind.append(source if source == "mentalmanip" else f"{source}:{label}")
         positive.append(label in ("manipulative", "scam"))
-        top = rows[int(np.argmax(z[rows, MANIP]))]
+        top = int(np.argmax(z[rows, MANIP]))
         manip.append(z[rows, MANIP].max())
         scam.append(z[rows, SCAM].max())
-        tech.append(1 / (1 + np.exp(-z[top, TECH])))
-        vuln.append(1 / (1 + np.exp(-z[top, VULN])))
+        labels = model.score(corpus.data.features[rows])  # the conversation as one window, as evaluation does
+        tech.append(labels.techniques[top])
+        vuln.append(labels.vulnerabilities[top])
         with_t = next((b.techniques for b in bags if b.techniques is not None), None)
         with_v = next((b.vulnerabilities for b in bags if b.vulnerabilities is not None), None)
         tt.append(with_t if with_t is not None else np.full(len(TECHNIQUES), np.nan))
@@ -355,13 +361,6 @@ def calibrate(model: TurnModel, corpus: Corpus) -> dict[str, object]:
         ))
     model.thresholds = thresholds
     model.scam_threshold = thresholds["medium"]
-    labelled = mm & ~np.isnan(scores.tech_true[:, 0])
-    ratios = np.linspace(0.3, 1.0, 15)
-    model.technique_ratio = float(max(ratios, key=lambda r: _micro_f1(
-        scores.tech_true[labelled], _ratio_decisions(scores.tech[labelled], r))))
-    vlab = mm & ~np.isnan(scores.vuln_true[:, 0])
-    model.vulnerability_ratio = float(max(ratios, key=lambda r: _micro_f1(
-        scores.vuln_true[vlab], _ratio_decisions(scores.vuln[vlab], r))))
     metrics: dict[str, object] = {"thresholds": thresholds}
     for level, threshold in thresholds.items():
         flagged = combined >= threshold
@@ -371,11 +370,23 @@ def calibrate(model: TurnModel, corpus: Corpus) -> dict[str, object]:
         per_kind["mentalmanip_macro_f1"] = round(macro_f1(threshold), 4)
         per_kind["mentalmanip_fpr"] = round(float(p[~y].mean()), 4)
         metrics[f"dev_flagged_{level}"] = per_kind
-    metrics["dev_technique_micro_f1"] = round(_micro_f1(
-        scores.tech_true[labelled], _ratio_decisions(scores.tech[labelled], model.technique_ratio)), 4)
-    metrics["dev_vulnerability_micro_f1"] = round(_micro_f1(
-        scores.vuln_true[vlab], _ratio_decisions(scores.vuln[vlab], model.vulnerability_ratio)), 4)
+    metrics.update(tune_label_ratios(model, scores))
     return metrics
+
+
+def tune_label_ratios(model: TurnModel, scores: DevScores) -> dict[str, float]:
+    """The label ratios with the best micro-F1 on the dev part's labelled MentalManip dialogues (set
+    in `model`), and those micro-F1s."""
+    mm = np.array(scores.kind) == "mentalmanip"
+    ratios = np.linspace(0.3, 1.0, 15)
+    out = {}
+    for name, truth, predicted in (("technique", scores.tech_true, scores.tech),
+                                   ("vulnerability", scores.vuln_true, scores.vuln)):
+        labelled = mm & ~np.isnan(truth[:, 0])
+        best = float(max(ratios, key=lambda r: _micro_f1(truth[labelled], _ratio_decisions(predicted[labelled], r))))
+        setattr(model, f"{name}_ratio", best)
+        out[f"dev_{name}_micro_f1"] = round(_micro_f1(truth[labelled], _ratio_decisions(predicted[labelled], best)), 4)
+    return out
 
 
 def train_and_save(
@@ -395,6 +406,7 @@ def train_and_save(
     corpus = load_corpus(seed=config.seed, mentalmanip=mentalmanip, conversations=conversations, progress=progress,
                          context=config.context)
     model, history = fit(corpus.data, corpus.train, corpus.dev, config=config, progress=progress)
+    label_head = fit_label_head(model, corpus, l2=config.label_l2, seed=config.seed) if config.label_l2 > 0 else {}
     metrics = calibrate(model, corpus)
     files = [*(mentalmanip or [mentalmanip_path("con"), mentalmanip_path("maj")]),
              *(sorted(conversations_dir().glob("*.jsonl")) if conversations is None else conversations)]
@@ -402,6 +414,7 @@ def train_and_save(
     model.info = {
         "config": {k: getattr(config, k) for k in config.__dataclass_fields__},
         "history": history,
+        "label_head": label_head,
         "n_train_bags": len(corpus.train),
         "n_dev_bags": len(corpus.dev),
         "n_turns": int(corpus.data.features.shape[0]),
