@@ -63,6 +63,21 @@ def pools(model: TurnModel, features: np.ndarray, what: str) -> Callable[[Bag], 
     return one
 
 
+def tfidf(corpus: Corpus, train: Sequence[Bag], dev: Sequence[Bag], y: np.ndarray) -> np.ndarray:
+    """A lexical baseline: 1-2-gram TF-IDF of the whole dialogue, one balanced logistic regression per label."""
+    from sklearn.feature_extraction.text import TfidfVectorizer
+    from sklearn.linear_model import LogisticRegression
+
+    def text(b: Bag) -> str:
+        return " ".join(corpus.data.texts[r] for r in b.rows)
+
+    vectorizer = TfidfVectorizer(ngram_range=(1, 2), min_df=2, sublinear_tf=True)
+    x_train = vectorizer.fit_transform([text(b) for b in train])
+    x_dev = vectorizer.transform([text(b) for b in dev])
+    return np.stack([LogisticRegression(C=4.0, max_iter=1000, class_weight="balanced").fit(x_train, y[:, j])
+                     .predict_proba(x_dev)[:, 1] for j in range(y.shape[1])], axis=1)
+
+
 def compare(model: TurnModel, corpus: Corpus, l2s: Sequence[float]) -> None:
     x = corpus.data.features
     z = model.logits(x)
@@ -71,14 +86,28 @@ def compare(model: TurnModel, corpus: Corpus, l2s: Sequence[float]) -> None:
         dev = [b for b in corpus.dev if b.source == "mentalmanip" and getattr(b, attr) is not None]
         truth = np.array([getattr(b, attr) for b in dev], bool)
         top = [b.rows[int(np.argmax(z[b.rows, MANIP]))] for b in dev]
+        y = np.array([getattr(b, attr) for b in train])
         rows = {"per-turn heads, top turn (shipped before)": 1 / (1 + np.exp(-z[top, cols]))}
+
+        def softmax_pooled(b: Bag, cols: slice = cols) -> np.ndarray:
+            a = np.exp(z[b.rows, MANIP] - z[b.rows, MANIP].max())
+            return np.asarray((a / a.sum()) @ z[b.rows][:, cols])
+
+        rows["per-turn heads pooled by the manipulation softmax"] = 1 / (1 + np.exp(-np.array(
+            [softmax_pooled(b) for b in dev])))
         for what in ("u", "h", "u+h"):
             pool = pools(model, x, what)
             f_train = np.array([pool(b) for b in train])
             f_dev = np.array([pool(b) for b in dev])
             for l2 in l2s:
-                w, bias = fit_multilabel(f_train, np.array([getattr(b, attr) for b in train]), l2=l2)
+                w, bias = fit_multilabel(f_train, y, l2=l2)
                 rows[f"window head over {what}, l2 {l2}"] = 1 / (1 + np.exp(-(f_dev @ w + bias)))
+        if "window head over h, l2 0.1" in rows and "window head over u, l2 1.0" in rows:
+            rows["mean of the h (l2 .1) and u (l2 1) heads"] = (
+                rows["window head over h, l2 0.1"] + rows["window head over u, l2 1.0"]) / 2
+            rows["TF-IDF of the dialogue, logistic regression"] = tfidf(corpus, train, dev, y)
+            rows["mean of the h head and TF-IDF"] = (
+                rows["window head over h, l2 0.1"] + rows["TF-IDF of the dialogue, logistic regression"]) / 2
         for name, scores in rows.items():
             print(json.dumps({"labels": attr, "n_dev": len(dev), "n_train": len(train), "head": name,
                               **measure(truth, scores)}), flush=True)

@@ -13,6 +13,7 @@ decision changes. Training only; the run-time half is `model.window_label_logits
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
@@ -67,9 +68,12 @@ def fit_label_head(model: TurnModel, corpus: Corpus, *, l2: float, seed: int = 1
     vuln_bags = [b for b in corpus.train if b.source in LABELLED and b.vulnerabilities is not None]
     if not tech_bags or not vuln_bags:  # a corpus without labels (a custom CSV): the per-turn heads stay
         return {}
-    wt, bt = fit_multilabel(bag_features(model, corpus.data.features, tech_bags),
+    # The hidden layer as the artifact stores it (float16 first layer): what the head reads at run time,
+    # and the same whether the head is fitted right after training or onto a saved artifact.
+    stored = dataclasses.replace(model, w1=model.w1.astype(np.float16).astype(np.float32))
+    wt, bt = fit_multilabel(bag_features(stored, corpus.data.features, tech_bags),
                             np.array([b.techniques for b in tech_bags]), l2=l2, seed=seed)
-    wv, bv = fit_multilabel(bag_features(model, corpus.data.features, vuln_bags),
+    wv, bv = fit_multilabel(bag_features(stored, corpus.data.features, vuln_bags),
                             np.array([b.vulnerabilities for b in vuln_bags]), l2=l2, seed=seed)
     model.label_w = np.hstack([wt, wv])
     model.label_b = np.concatenate([bt, bv])
