@@ -191,7 +191,8 @@ class LocalModelDetector(Detector):
             return out
         scored = self.score_windows([windows[n] for n in live])
         threshold = self.threshold
-        done = [self._assess(windows[n], s, threshold) for n, s in zip(live, scored, strict=True)]
+        model = self.model()
+        done = [self._assess(windows[n], s, threshold, model) for n, s in zip(live, scored, strict=True)]
         elapsed = (time.perf_counter() - started) * 1000 / len(live)
         for n, assessment in zip(live, done, strict=True):
             out[n] = assessment.model_copy(update={"latency_ms": elapsed})
@@ -204,8 +205,9 @@ class LocalModelDetector(Detector):
         sentences were then the encoder's last small calls, one flagged turn at a time. A turn may be
         quoted when it scores at least the scam-request threshold (the lowest that flags); scored here
         in its whole conversation's context, so a long conversation's window may differ and encode a
-        sentence on demand after all. Only a head start: a vector does not depend on its batch, so
-        the assessments are the same with or without it.
+        sentence on demand after all (and a turn whose request sentence falls under the threshold
+        there gets one it does not need). Only a head start: a vector does not depend on its batch,
+        so the assessments are the same with or without it.
         """
         live = [c for c in conversations if any(t.text.strip() for t in c.turns)]
         if not live:
@@ -214,12 +216,18 @@ class LocalModelDetector(Detector):
         floor = min(threshold, self.model().thresholds.get("high", threshold))
         texts: list[str] = []
         for scored in self.score_windows(live):
-            combined = np.maximum(scored.scores.manipulation, scored.scores.scam)
-            for i in np.flatnonzero(combined >= floor):
+            s = scored.scores
+            for i in np.flatnonzero(np.maximum(s.manipulation, s.scam) >= floor):  # as `_assess` flags and quotes
                 text = scored.turns[int(i)].text
-                for spans in (sentences(text)[:MAX_QUOTE_SENTENCES], request_sentences(text)[:MAX_QUOTE_SENTENCES]):
-                    if len(spans) > 1:
-                        texts.extend(sp.text for sp in spans)
+                requests = request_sentences(text)
+                quoted = []
+                if s.manipulation[i] >= threshold:
+                    quoted.append(sentences(text))
+                if s.scam[i] >= threshold or requests:
+                    quoted.append(requests or sentences(text))
+                for spans in quoted:
+                    if len(spans[:MAX_QUOTE_SENTENCES]) > 1:
+                        texts.extend(sp.text for sp in spans[:MAX_QUOTE_SENTENCES])
         if texts:
             self.encoder().encode(list(dict.fromkeys(texts)))
 
@@ -242,8 +250,10 @@ class LocalModelDetector(Detector):
             )))
         return out
 
-    def _assess(self, window: Conversation, scored: _Scored, threshold: float) -> Assessment:
-        model = self.model()
+    def _assess(
+        self, window: Conversation, scored: _Scored, threshold: float, model: TurnModel | None = None
+    ) -> Assessment:
+        model = model or self.model()  # looked up once per batch: each lookup reads the settings and paths
         s = scored.scores
         combined = np.maximum(s.manipulation, s.scam)
         top = int(np.argmax(combined))
