@@ -1,7 +1,7 @@
 """The local detector: a turn-level manipulation model on CPU (the default everyone gets).
 
 Per-turn path: `detector` (the Detector), `model` (NumPy weights), `features`,
-`scam_requests`. Training only, never imported by those: `corpus`, `data`, `augment`,
+`scam_requests`. Training only, never imported by those: `corpus`, `data`, `augment`, `labels`,
 `train` (what `guardian train` runs). `LocalModelDetector` is imported on first access,
 so importing a training module does not load the detector, and the reverse never happens.
 """
