@@ -4,9 +4,9 @@ Each run screens MentalManip dialogues that no earlier run saw (detectors cache 
 utterance) from a conversations JSONL into a results table, with the default
 detectors and the same code path as the command: `--jobs 1`, `--jobs 2` and Ray
 with 2 workers. Each run starts its own workers, so it is cold by design; two rates
-are reported per run: end to end (worker start included) and steady (first row to
-last row, after the first burst of rows), plus each worker's rate while busy (what an
-archive of any size gets per worker; the 1M estimate uses it). Memory is the largest
+are reported per run: end to end (worker start included) and steady (after every
+worker's first batch of `BATCH` conversations), plus each worker's rate while busy (what
+an archive of any size gets per worker; the 1M estimate uses it). Memory is the largest
 worker's peak RSS.
 """
 
@@ -23,13 +23,13 @@ from pathlib import Path
 from guardian.bulk.inputs import iter_items
 from guardian.bulk.local import EngineStats, screen_local
 from guardian.bulk.rows import Screened
-from guardian.bulk.screen import ScreenOptions, resolve_options
+from guardian.bulk.screen import BATCH, ScreenOptions, resolve_options
 from guardian.bulk.sink import open_sink
 from guardian.detectors import registry
 from guardian.eval.timing import Figures
 
 #: Dialogues per measured run, by configuration (about 10-20 s of screening each on 2 cores).
-PER_RUN = {"jobs_1": 128, "jobs_2": 256, "ray_2": 256, "jobs_1_with_intent": 32}
+PER_RUN = {"jobs_1": 192, "jobs_2": 384, "ray_2": 384, "jobs_1_with_intent": 96}
 MILLION = 1_000_000
 
 
@@ -80,11 +80,14 @@ def _one_run(source: Path, out: Path, *, options: ScreenOptions, engine: str, jo
         arrivals.append(time.perf_counter())
     sink.close()
     n = len(arrivals)
-    # Rows arrive in bursts (a batch, a Ray block): the steady rate counts only the rows that
-    # arrived after the first burst, over the time after it.
+    # Rows arrive in bursts of a batch (a worker's 64, a Ray block). The steady rate counts the rows
+    # after every worker's first batch, over the time from the last of those to the last row: the
+    # workers' start and their first batch are out, and each later batch is counted whole (counting
+    # from the first row instead, as before, credited a whole burst to no time).
     first = arrivals[0]
-    after = [t for t in arrivals if t - first > 0.05]
-    steady = len(after) / (arrivals[-1] - first) if after else n / (arrivals[-1] - began)
+    warm = min(jobs * BATCH, n) - 1
+    span = arrivals[-1] - arrivals[warm]
+    steady = (n - 1 - warm) / span if span > 0 else n / (arrivals[-1] - began)
     return {
         "end_to_end": n / (arrivals[-1] - began),
         "steady": steady,
