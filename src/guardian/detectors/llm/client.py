@@ -5,14 +5,18 @@ Any OpenAI-compatible endpoint works (OpenAI, vLLM, Ollama, a llama.cpp server):
 `OPENAI_API_KEY`). Any LangChain `BaseChatModel` may be passed in instead.
 
 Calls go through `LLMClient.ask`, which
-- asks for schema-constrained JSON where the server offers it (`response_format`
-  json_schema) and falls back to plain text the first time a server refuses it,
-- parses the JSON out of the reply text robustly (code fences, prose around it),
-  validating it with pydantic,
+- asks for schema-constrained JSON where the server offers it, through LangChain's
+  `with_structured_output(method="json_schema", include_raw=True)`, and falls back
+  to plain text the first time a server refuses it,
+- uses LangChain's parsed answer when there is one; when parsing failed (a small
+  local server that writes prose around its JSON) or the model has no structured
+  output, it reads the JSON out of the raw reply text (code fences, prose around it);
+  pydantic validates the answer either way,
 - retries timeouts, rate limits, 5xx and malformed replies with exponential
   backoff (LangChain's `with_retry`), and gives up with an `LLMFailure` that says
   which of those it was,
-- counts requests and tokens (the server's usage figures, or an estimate).
+- counts requests and tokens (LangChain's usage metadata, or an estimate where a
+  model reports none).
 """
 
 from __future__ import annotations
@@ -23,9 +27,9 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Literal, TypeVar
 
-from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.callbacks import UsageMetadataCallbackHandler
 from langchain_core.language_models import BaseChatModel
-from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.messages import BaseMessage
 from langchain_core.outputs import LLMResult
 from langchain_core.runnables import Runnable, RunnableConfig, RunnableLambda
 from pydantic import BaseModel, ValidationError
@@ -122,6 +126,33 @@ def parse_reply(message: BaseMessage, schema: type[T]) -> T:
         raise MalformedOutput(f"reply does not match {schema.__name__}: {exc.errors()[0]['msg']}") from None
 
 
+def read_structured(output: Any, schema: type[T]) -> T:
+    """The answer from `with_structured_output(..., include_raw=True)`: parsed if it can be.
+
+    LangChain hands back `{"raw", "parsed", "parsing_error"}`. A parsed object is
+    validated as it is, without reading the text again. The raw text is read by
+    `parse_reply` instead when parsing failed (prose around the JSON), when the reply
+    was cut off, or when its JSON does not close: LangChain's JSON parser completes a
+    cut-off object, which would turn half an answer into a whole one.
+    """
+    raw = output["raw"] if isinstance(output, dict) else output
+    if not isinstance(raw, BaseMessage):
+        raise MalformedOutput(f"the model returned {type(raw).__name__}, not a message")
+    parsed = output.get("parsed") if isinstance(output, dict) else None
+    cut = raw.response_metadata.get("finish_reason") == "length"
+    if isinstance(parsed, dict) and output.get("parsing_error") is None and not cut and _closed(message_text(raw)):
+        try:
+            return schema.model_validate(parsed)
+        except ValidationError:
+            pass  # the text reading below gives the one-sentence error
+    return parse_reply(raw, schema)
+
+
+def _closed(text: str) -> bool:
+    """Whether the reply ends where a JSON object ends (code fences and whitespace aside)."""
+    return text.strip().strip("`").strip().endswith("}")
+
+
 # -- failure classes ------------------------------------------------------------------------
 
 
@@ -172,39 +203,45 @@ class Usage:
         self.failed_calls += other.failed_calls
 
 
-class _Meter(BaseCallbackHandler):
-    """Counts every request the chat model makes, retries included, and its tokens."""
+class _Meter(UsageMetadataCallbackHandler):
+    """Counts every request the chat model makes, retries included, and its tokens.
+
+    Tokens are LangChain's usage metadata: `UsageMetadataCallbackHandler` sums each
+    reply's `usage_metadata` per model, so the budget reads the server's own figures.
+    A reply that reports none (LangChain's fake chat models, servers that send no
+    `usage`, a reply without a model name) is charged an estimate instead, about four
+    characters a token for the prompt and the reply, as guardian always counted.
+    Failed requests count as calls (and failed calls), with no tokens.
+    """
 
     def __init__(self) -> None:
+        super().__init__()
         self.usage = Usage()
-        self._lock = threading.Lock()
+        self._estimated = 0
+        self._count_lock = threading.Lock()  # the base class's own lock guards usage_metadata
         self._prompt_chars: dict[Any, int] = {}
 
+    def _reported(self) -> int:
+        return sum(int(u.get("total_tokens", 0)) for u in list(self.usage_metadata.values()))
+
     def on_chat_model_start(self, serialized: Any, messages: list[list[BaseMessage]], *, run_id: Any, **kw: Any) -> None:
-        with self._lock:
+        with self._count_lock:
             self._prompt_chars[run_id] = sum(len(message_text(m)) for batch in messages for m in batch)
 
-    def on_llm_end(self, response: LLMResult, *, run_id: Any, **kw: Any) -> None:
-        tokens = 0
-        reported = False
-        for gens in response.generations:
-            for gen in gens:
-                msg = getattr(gen, "message", None)
-                meta = msg.usage_metadata if isinstance(msg, AIMessage) else None
-                if meta:
-                    reported = True
-                    tokens += int(meta.get("total_tokens", 0))
-                else:  # servers that report no usage: ~4 characters per token
-                    tokens += len(gen.text) // 4
-        with self._lock:
-            prompt_chars = self._prompt_chars.pop(run_id, 0)
-            if not reported:
-                tokens += prompt_chars // 4
+    def on_llm_end(self, response: LLMResult, **kwargs: Any) -> None:
+        before = self._reported()
+        super().on_llm_end(response, **kwargs)
+        reported = self._reported()
+        with self._count_lock:
+            prompt_chars = self._prompt_chars.pop(kwargs.get("run_id"), 0)
+            if reported == before:  # no usage from the model: ~4 characters per token
+                reply_chars = sum(len(gen.text) for gens in response.generations for gen in gens)
+                self._estimated += prompt_chars // 4 + reply_chars // 4
             self.usage.calls += 1
-            self.usage.tokens += tokens
+            self.usage.tokens = reported + self._estimated
 
     def on_llm_error(self, error: BaseException, *, run_id: Any, **kw: Any) -> None:
-        with self._lock:
+        with self._count_lock:
             self.usage.calls += 1
             self.usage.failed_calls += 1
             self._prompt_chars.pop(run_id, None)
@@ -223,23 +260,19 @@ class LLMClient:
         self._lock = threading.Lock()
 
     def _runnable(self, schema: type[T], *, structured: bool) -> Runnable[list[BaseMessage], T]:
-        model: Runnable[Any, BaseMessage] = self.model
+        chain: Runnable[list[BaseMessage], T]
         if structured:
-            # Sent as a plain body field (not LangChain's parse path): the reply is parsed
-            # and validated here either way, and servers differ in what they enforce.
+            # The wire schema is a dict (closed label sets, bounded lengths), so LangChain
+            # returns a plain dict and the lenient pydantic reading stays ours.
             wire = getattr(schema, "response_schema", None)
-            model = self.model.bind(
-                extra_body={
-                    "response_format": {
-                        "type": "json_schema",
-                        "json_schema": {
-                            "name": schema.__name__,
-                            "schema": wire() if callable(wire) else schema.model_json_schema(),
-                        },
-                    }
-                }
-            )
-        chain = model | RunnableLambda(lambda m: parse_reply(m, schema))
+            response_format = {
+                "name": schema.__name__,
+                "schema": wire() if callable(wire) else schema.model_json_schema(),
+            }
+            model = self.model.with_structured_output(response_format, method="json_schema", include_raw=True)
+            chain = model | RunnableLambda(lambda out: read_structured(out, schema))
+        else:
+            chain = self.model | RunnableLambda(lambda m: parse_reply(m, schema))
         return chain.with_retry(
             retry_if_exception_type=_transient,
             wait_exponential_jitter=self.cfg.backoff_s > 0,
@@ -323,6 +356,8 @@ def _failure(exc: BaseException, usage: Usage) -> FailedCall:
         "error": "failed",
     }[kind]
     detail = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+    if type(exc).__name__ == "LengthFinishReasonError":  # openai's parse path, under structured output
+        detail = "the reply was cut off at the output token limit; raise [llm] max_output_tokens"
     return FailedCall(kind, f"the LLM {words} after {usage.calls} attempt(s): {detail}", usage)
 
 
