@@ -100,3 +100,15 @@ def test_a_completed_partial_object_is_not_trusted() -> None:
     length = AIMessage(content=cut, response_metadata={"finish_reason": "length"})
     with pytest.raises(MalformedOutput, match="max_output_tokens"):
         read_structured({"raw": length, "parsed": completed, "parsing_error": None}, ManipulationAnswer)
+
+
+@pytest.mark.enable_socket
+@pytest.mark.allow_hosts(["127.0.0.1"])
+@pytest.mark.parametrize(("model", "structured"), [("gpt-4o-mini", True), ("local-gguf", True), ("gpt-4-turbo", False), ("gpt-3.5-turbo", False)])
+def test_models_without_json_schema_are_asked_in_text(model: str, structured: bool) -> None:
+    """LangChain turns json_schema into tool calling for these names; guardian asks them in plain text."""
+    from langchain_openai import ChatOpenAI
+    from pydantic import SecretStr
+
+    chat = ChatOpenAI(model=model, api_key=SecretStr("not-needed"), base_url="http://127.0.0.1:9/v1")
+    assert client.LLMClient(chat, FAST)._structured is structured

@@ -362,8 +362,12 @@ def _failure(exc: BaseException, usage: Usage) -> FailedCall:
 
 
 def _supports_response_format(model: BaseChatModel) -> bool:
+    """ChatOpenAI, except the model names LangChain would switch to tool calling (no json_schema)."""
     try:
         from langchain_openai import ChatOpenAI
     except ImportError:  # pragma: no cover
         return False
-    return isinstance(model, ChatOpenAI)
+    if not isinstance(model, ChatOpenAI):
+        return False
+    name = model.model_name or ""
+    return not (name.startswith(("gpt-3", "gpt-4-")) or name == "gpt-4")
