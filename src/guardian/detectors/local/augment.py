@@ -1,10 +1,9 @@
 """Training-only additions to the turn model's corpus: MentalManip turns re-framed as replies to an
 ordinary request, and the key-phrase hint that picks which turns of a manipulative dialogue carry it.
 
-Why apart from `train`: the recipe (fit, calibration) reads better without the data tricks, and the
-hint is the one place a detector package borrows another's code (the key-phrase matcher of
-`detectors.keyphrases` as a weak label), at training time only; the import-linter independence
-contract names this module as its single exception.
+Why apart from `train`: the recipe (fit, calibration) reads better without the data tricks. The hint
+reads MentalManip's key phrases through the paper's matching rule in `guardian.corpora.keyphrases`,
+the same rule the `keyphrases` detector uses, so no detector package imports another.
 """
 
 from __future__ import annotations
@@ -45,7 +44,7 @@ def reframed_pairs(
 
 def key_phrase_hint(text: str) -> bool:
     """Whether a sentence of `text` matches one of MentalManip's key phrases (the paper's length rule)."""
-    from guardian.detectors.keyphrases import match_sentence
+    from guardian.corpora.keyphrases import match_sentence
     from guardian.grounding import sentences
 
     return any(match_sentence(s.text) for s in sentences(text))
