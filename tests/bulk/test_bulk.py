@@ -230,3 +230,40 @@ def test_the_batched_path_gives_the_per_window_rows(default_options: ScreenOptio
     for conversation, (row, turns), fast in zip(sample, expected, got, strict=True):
         assert fast.row == row, conversation.id
         assert fast.turns == turns, conversation.id
+
+
+def test_the_int8_encoder_reaches_every_worker_and_gives_the_per_window_rows(
+    default_options: ScreenOptions, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """GUARDIAN_ENCODER_PRECISION=int8 on the driver is carried in the options to every worker (a worker's own
+    environment does not decide), and the batched path still gives exactly the per-window rows: an int8
+    vector, like a bfloat16 one, depends on its text only (per-token scales, guardian.encoding.int8)."""
+    from guardian.analyze import assess_turns
+    from guardian.bulk.inputs import Item
+    from guardian.bulk.screen import Screener
+    from guardian.encoding.sentence_encoder import shared_encoder, use_shared_precision
+    from tests.bulk.conftest import sample_conversations
+
+    monkeypatch.setenv("GUARDIAN_ENCODER_PRECISION", "int8")
+    options = resolve_options(detectors=None, window=None, per_turn=False)
+    assert options.encoder_precision == "int8"
+    monkeypatch.delenv("GUARDIAN_ENCODER_PRECISION")  # a worker without the variable still follows the driver
+    try:
+        alone = Screener(options)
+        assert shared_encoder().precision == "int8"
+        names = [d.name for d in alone.detectors]
+        sample = sample_conversations(n_dialogues=20, n_calls=2)
+        expected = []
+        for conversation in sample:
+            shared_encoder().clear()
+            expected.append(conversation_row(conversation, assess_turns(conversation, alone.detectors,
+                                                                        window=options.window), label=None, detectors=names))
+        shared_encoder().clear()
+        got = Screener(options).screen_batch([Item(c.id, conversation=c) for c in sample])
+        assert [s.row for s in got] == expected
+        assert any(row.decision for row in expected)
+    finally:
+        use_shared_precision(None)  # the other tests' rows are bfloat16/float32 ones
+        shared_encoder().clear()
+    Screener(default_options)
+    assert shared_encoder().precision != "int8"

@@ -74,7 +74,8 @@ class RayScreener:
     def __init__(self) -> None:
         options = self.options
         self.screener = Screener(ScreenOptions(
-            detectors=tuple(options["detectors"]), window=int(options["window"]), per_turn=bool(options["per_turn"])
+            detectors=tuple(options["detectors"]), window=int(options["window"]), per_turn=bool(options["per_turn"]),
+            encoder_precision=options.get("encoder_precision"),
         ))
 
     def __call__(self, batch: dict[str, Any]) -> dict[str, Any]:

@@ -28,18 +28,23 @@ class ScreenOptions:
     detectors: tuple[str, ...]
     window: int
     per_turn: bool = False
+    #: The sentence encoder's precision on every worker (GUARDIAN_ENCODER_PRECISION on the driver, e.g. "int8":
+    #: docs/bulk.md); None leaves each worker's default (bfloat16 where the CPU has it, else float32).
+    encoder_precision: str | None = None
 
 
 def resolve_options(*, detectors: str | None, window: int | None, per_turn: bool) -> ScreenOptions:
     """The driver's options: `--detectors` or the registry's bulk defaults, `--window` or the setting."""
     from guardian.config import settings
     from guardian.detectors import registry
+    from guardian.encoding.sentence_encoder import precision_setting
 
     names = [n.strip() for n in detectors.split(",") if n.strip()] if detectors else None
     return ScreenOptions(
         detectors=tuple(names or registry.default_names(purpose="bulk")),
         window=window or settings().monitor.window,
         per_turn=per_turn,
+        encoder_precision=precision_setting(),
     )
 
 
@@ -86,6 +91,11 @@ class Screener:
 
         apply_process_defaults()  # a worker process is guardian's own: one torch thread, offline
         self.options = options
+        if any(name in ENCODER_USERS for name in options.detectors):
+            from guardian.encoding.sentence_encoder import parse_precision, use_shared_precision
+
+            # The driver's choice, not this process's environment: every worker encodes alike.
+            use_shared_precision(parse_precision(options.encoder_precision))
         self.detectors = registry.create_many(list(options.detectors))
         for detector in self.detectors:
             detector.warm_up()

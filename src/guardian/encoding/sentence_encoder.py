@@ -81,7 +81,12 @@ def precision_setting() -> Precision | None:
     Cheap (no CPU probe, no model), so the CLI checks it before any command runs: raised only
     where the encoder loads, a typo became one detector error per turn and exit 0.
     """
-    chosen = os.environ.get("GUARDIAN_ENCODER_PRECISION", "").strip().lower()
+    return parse_precision(os.environ.get("GUARDIAN_ENCODER_PRECISION"))
+
+
+def parse_precision(value: str | None) -> Precision | None:
+    """`value` (as GUARDIAN_ENCODER_PRECISION spells it) as a precision, None when empty; anything else is an error."""
+    chosen = (value or "").strip().lower()
     if chosen in ("float32", "fp32"):
         return "float32"
     if chosen in ("bfloat16", "bf16"):
@@ -498,6 +503,20 @@ def limit_torch_threads(limit: int) -> None:
     restore = threading.Thread(target=torch.set_num_threads, args=(default,), name="guardian-torch-threads")
     restore.start()
     restore.join()
+
+
+def use_shared_precision(precision: Precision | None) -> None:
+    """Make the shared encoder run at `precision` (None: `default_precision()`), forgetting its vectors if that changes.
+
+    Why: a bulk run's driver decides the precision once (`guardian.bulk.screen.ScreenOptions`) and
+    every worker must encode alike, including `--jobs 1`, which screens in a process whose shared
+    encoder may already hold vectors of another precision (the bulk bench runs both).
+    """
+    encoder = shared_encoder()
+    wanted = precision or default_precision()
+    if encoder.precision != wanted:
+        encoder._precision = wanted
+        encoder.clear()
 
 
 def shared_encoder() -> SentenceEncoder:

@@ -18,6 +18,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 
 from guardian.bulk.inputs import iter_items
@@ -29,7 +30,7 @@ from guardian.detectors import registry
 from guardian.eval.timing import Figures
 
 #: Dialogues per measured run, by configuration (about 10-20 s of screening each on 2 cores).
-PER_RUN = {"jobs_1": 192, "jobs_2": 384, "ray_2": 384, "jobs_1_with_intent": 96}
+PER_RUN = {"jobs_1": 192, "jobs_2": 384, "ray_2": 384, "jobs_1_with_intent": 96, "jobs_1_int8": 192}
 MILLION = 1_000_000
 
 
@@ -131,7 +132,10 @@ def bench_bulk(runs: int) -> Figures:
     options = resolve_options(detectors=None, window=None, per_turn=False)
     workdir = Path(tempfile.mkdtemp(prefix="guardian-bench-bulk-"))
     dialogues = _Dialogues(workdir)
-    figures: Figures = {"detectors": list(options.detectors), "window_turns": options.window}
+    from guardian.encoding.sentence_encoder import SentenceEncoder, default_precision
+
+    figures: Figures = {"detectors": list(options.detectors), "window_turns": options.window,
+                        "encoder_precision": options.encoder_precision or default_precision()}
     figures["jobs_1"] = _config("jobs_1", dialogues, workdir, runs=runs, options=options, engine="local", jobs=1)
     everything = resolve_options(detectors=",".join(registry.default_names(purpose="conversation")), window=None,
                                  per_turn=False)
@@ -139,6 +143,13 @@ def bench_bulk(runs: int) -> Figures:
         figures["jobs_1_with_intent"] = {  # before jobs_2: dialogues this process has not encoded yet
             "detectors": list(everything.detectors),
             **_config("jobs_1_with_intent", dialogues, workdir, runs=runs, options=everything, engine="local", jobs=1),
+        }
+    if figures["encoder_precision"] != "int8":  # the opt-in int8 encoder (docs/bulk.md): its rate beside the default's
+        SentenceEncoder(precision="int8", cache_size=0).warm_up()  # built once into the user's cache, not timed
+        figures["jobs_1_int8"] = {
+            "encoder_precision": "int8",
+            **_config("jobs_1_int8", dialogues, workdir, runs=runs, options=replace(options, encoder_precision="int8"),
+                      engine="local", jobs=1),
         }
     figures["jobs_2"] = _config("jobs_2", dialogues, workdir, runs=runs, options=options, engine="local", jobs=2)
     figures["ray_2"] = _ray_figures(dialogues, workdir, runs=runs, options=options)
