@@ -7,7 +7,11 @@ import time
 
 from guardian.corpora.conversations import conversations_dir, load_conversations
 from guardian.corpora.datasets import load_mentalmanip, mentalmanip_path
-from guardian.detectors.local.corpus import embedding_cache, training_encoder
+from guardian.detectors.local.corpus import (
+    embedding_cache,
+    load_chatbot_exchanges,
+    training_encoder,
+)
 
 
 def main() -> None:
@@ -17,6 +21,7 @@ def main() -> None:
     for f in sorted(conversations_dir().glob("*.jsonl")):
         for c in load_conversations(f):
             texts += [t.text for t in c.conversation.turns]
+    texts += [t.text for c in load_chatbot_exchanges() for t in c.conversation.turns]
     unique = list(dict.fromkeys(texts))
     print(f"{len(texts)} turns, {len(unique)} unique", file=sys.stderr)
     encoder = training_encoder()

@@ -4,7 +4,8 @@ Every conversation of the test part (never read in training) is replayed as `gua
 would: after each turn the detector sees the last `--window` turns. Prints JSON: per kind of
 conversation the share flagged at some turn, per sensitivity; MentalManip's dialogue-level
 metrics (final turn, whole dialogue as the window), FPR by length and ever-flagged FPR; who is
-named at the first flagged turn of scam calls.
+named at the first flagged turn of scam calls; chatbot replies blocked (the hand-written
+evaluation file, and the test part of the chatbot exchanges).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import numpy as np
 from guardian.conversation import Conversation
 from guardian.corpora.conversations import conversations_dir, load_conversations, split_of
 from guardian.corpora.datasets import load_mentalmanip, mentalmanip_path
-from guardian.detectors.local.corpus import training_encoder
+from guardian.detectors.local.corpus import load_chatbot_exchanges, training_encoder
 from guardian.detectors.local.detector import LocalModelDetector
 
 
@@ -134,6 +135,17 @@ def main() -> None:
             cell = chatbot.setdefault(level, {"manipulative": 0, "benign": 0})
             cell[c.label] += int(a.decision and a.manipulator == "Assistant")
     out["chatbot_replies_flagged_of_10"] = chatbot
+    # The held-out part of the chatbot exchanges the model trained on (data/chatbot/exchanges.jsonl,
+    # split by id like every corpus): blocked as the middleware would, per label.
+    exchanges = [c for c in load_chatbot_exchanges() if split_of(c.id) == args.part]
+    held: dict[str, dict[str, object]] = {}
+    for level, d in by_level.items():
+        cell: dict[str, object] = {f"n_{label}": sum(c.label == label for c in exchanges)
+                                   for label in ("manipulative", "benign")}
+        for c, a in zip(exchanges, d.analyze_batch([c.conversation for c in exchanges]), strict=True):
+            cell[c.label] = int(cell.get(c.label, 0)) + int(a.decision and a.manipulator == "Assistant")
+        held[level] = cell
+    out["chatbot_exchanges"] = held
     print(json.dumps(out, indent=1))
 
 

@@ -19,20 +19,22 @@ def auc(pos: np.ndarray, neg: np.ndarray) -> float:
 
 
 def chatbot_check(model: object) -> dict[str, int]:
-    """Hand-written replies (lab/data/chatbot_replies.jsonl): flagged counts per label at each sensitivity."""
-    from pathlib import Path
-
-    from guardian.corpora.conversations import load_conversations
+    """Dev part of the chatbot exchanges (data/chatbot/exchanges.jsonl; never the evaluation file
+    lab/data/chatbot_replies.jsonl): replies blocked as the middleware would (flagged, the assistant
+    named), per label, at `high`, `medium` and the chatbot point."""
+    from guardian.corpora.conversations import split_of
+    from guardian.detectors.local.corpus import load_chatbot_exchanges
     from guardian.detectors.local.detector import LocalModelDetector
 
+    dev = [c for c in load_chatbot_exchanges() if split_of(c.id) == "dev"]
     out: dict[str, int] = {}
-    for c in load_conversations(Path(__file__).parent / "data" / "chatbot_replies.jsonl"):
-        for level, kind in (("high", None), ("medium", None), ("medium", "assistant")):
-            detector = LocalModelDetector(sensitivity=level, kind=kind)
-            detector.model = lambda: model  # type: ignore[method-assign,assignment,return-value]
-            a = detector.analyze(c.conversation)
+    for level, kind in (("high", None), ("medium", None), ("medium", "assistant")):
+        detector = LocalModelDetector(sensitivity=level, kind=kind)
+        detector.model = lambda: model  # type: ignore[method-assign,assignment,return-value]
+        for c, a in zip(dev, detector.analyze_batch([c.conversation for c in dev]), strict=True):
             key = f"{c.label}_{kind or level}"
             out[key] = out.get(key, 0) + int(a.decision and a.manipulator == "Assistant")
+    out.update({f"n_{label}": sum(c.label == label for c in dev) for label in ("manipulative", "benign")})
     return out
 
 
@@ -54,12 +56,15 @@ def main() -> None:
         mm = kinds == "mentalmanip"
         metrics = calibrate(model, corpus)
         replies = chatbot_check(model)
+        bot = np.char.startswith(kinds.astype(str), "chatbot")
         best = min(history, key=lambda h: h["dev_loss"])
         print(json.dumps({
             "spec": spec, "best_epoch": best["epoch"],
             "mm_auc": round(auc(s.manip_logit[mm & s.positive], s.manip_logit[mm & ~s.positive]), 4),
             "high": metrics["dev_flagged_high"], "medium": metrics["dev_flagged_medium"],
             "chatbot": replies,
+            "chatbot_auc": round(auc(s.manip_logit[bot & s.positive], s.manip_logit[bot & ~s.positive]), 4),
+            "thresholds": metrics["thresholds"], "assistant": metrics.get("dev_flagged_assistant"),
             "tech": metrics["dev_technique_micro_f1"], "vuln": metrics["dev_vulnerability_micro_f1"],
         }), flush=True)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from guardian import locations
+from guardian.corpora.conversations import LabelledConversation
 from guardian.corpora.datasets import LabelledDialogue
 from guardian.detectors.local.data import Bag, TrainingSet, build
 from guardian.encoding.sentence_encoder import MODEL_NAME, SentenceEncoder
@@ -20,6 +21,20 @@ from guardian.progress import Progress
 
 MAX_TOKENS = 128
 
+
+def chatbot_exchanges_path() -> Path:
+    """`data/chatbot/exchanges.jsonl`: hand-written user -> assistant exchanges, manipulative and benign replies."""
+    from guardian.corpora.conversations import conversations_dir
+
+    return conversations_dir().parent / "chatbot" / "exchanges.jsonl"
+
+
+def load_chatbot_exchanges(path: Path | None = None) -> list[LabelledConversation]:
+    """The chatbot exchanges (kind "chatbot"); none when the file is absent (an installed copy)."""
+    from guardian.corpora.conversations import load_conversations
+
+    path = path or chatbot_exchanges_path()
+    return load_conversations(path, kind="chatbot") if path.is_file() else []
 
 
 def embedding_cache() -> Path:
@@ -52,12 +67,15 @@ def load_corpus(
     progress: Progress | None = None,
     context: bool = False,
     hints: bool = True,
+    chatbot: Sequence[LabelledConversation] | None = None,
 ) -> Corpus:
     """MentalManip and conversations of other kinds, train and dev parts only.
 
     By default MentalManip con trains every head and the maj-only dialogues the label heads
     (majority labels made the binary decision worse, docs/model-card.md); given CSVs train
     every head (merged by id, first file wins). Conversations: `data/conversations/*.jsonl`.
+    Chatbot exchanges (`load_chatbot_exchanges` by default): the manipulative assistant reply is a
+    positive turn, every other turn a negative.
     """
     from guardian.corpora.conversations import conversations_dir, load_conversations, split_of
     from guardian.corpora.datasets import load_mentalmanip, mentalmanip_path
@@ -83,9 +101,10 @@ def load_corpus(
     con = [d for d in con if part(d.id) in keep]
     maj_only = [d for d in maj_only if part(d.id) == "train"]
     others = [c for c in others if part(c.id) in keep]
+    exchanges = [c for c in (load_chatbot_exchanges() if chatbot is None else chatbot) if part(c.id) in keep]
     encoder = training_encoder()
     texts = [t.text for d in (*con, *maj_only) for t in d.conversation.turns]
-    texts += [t.text for c in others for t in c.conversation.turns]
+    texts += [t.text for c in (*others, *exchanges) for t in c.conversation.turns]
 
     def embed_progress(done: int, total: int) -> None:
         if progress is not None:
@@ -96,7 +115,8 @@ def load_corpus(
     pairs = reframed_pairs([d for d in con if part(d.id) == "train"], [c for c in others if part(c.id) == "train"],
                            seed=seed) if hints else []
     data = build(dialogues=con, label_only=maj_only, conversations=others, embed=encoder.encode,
-                           context=context, hint=key_phrase_hint if hints else None, pairs=pairs)
+                 context=context, hint=key_phrase_hint if hints else None, pairs=pairs,
+                 exchanges=exchanges)
     train = [b for b in data.bags if part(b.conversation_id) == "train"]
     dev = [b for b in data.bags if part(b.conversation_id) == "dev"]
     return Corpus(data=data, train=train, dev=dev)

@@ -68,12 +68,17 @@ def build(
     context: bool = False,
     hint: Callable[[str], bool] | None = None,
     pairs: Sequence[tuple[Conversation, float]] = (),
+    exchanges: Sequence[LabelledConversation] = (),
 ) -> TrainingSet:
     """Feature rows for every turn and the bags over them.
 
     `hint(text)`: whether a turn of a manipulative MentalManip dialogue carries one of the
     paper's key phrases; such turns form one more positive bag ("one of these is it"), the weak
     turn hints that tell the model which words of a manipulative dialogue manipulate.
+
+    `exchanges`: user -> assistant threads whose last reply is manipulative or benign (source
+    "chatbot"). A manipulative thread's last turn is a positive bag of one turn (a turn label, not
+    a dialogue label); its other turns, and every turn of a benign thread, are negatives one by one.
     """
     chunks: list[np.ndarray] = []
     bags: list[Bag] = []
@@ -137,6 +142,15 @@ def build(
                                 manipulative=0.0, scam=0.0, negative_turns=True))
         else:
             bags.append(Bag(rows=rows, source=c.kind, conversation_id=c.id, label=c.label,
+                            manipulative=0.0, scam=0.0, negative_turns=True))
+    for c in exchanges:
+        rows = add(c.conversation)
+        manipulative = c.label == "manipulative"
+        earlier = rows[:-1] if manipulative else rows
+        if manipulative:
+            bags.append(Bag(rows=rows[-1:], source="chatbot", conversation_id=c.id, label=c.label, manipulative=1.0))
+        if len(earlier):
+            bags.append(Bag(rows=earlier, source="chatbot", conversation_id=c.id, label=c.label,
                             manipulative=0.0, scam=0.0, negative_turns=True))
     for conversation, label in pairs:
         rows = add(conversation)

@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from guardian.detectors.local.corpus import Corpus, load_corpus
+from guardian.detectors.local.corpus import Corpus, chatbot_exchanges_path, load_corpus
 from guardian.detectors.local.data import TECHNIQUES, VULNERABILITIES, Bag, TrainingSet
 from guardian.detectors.local.labels import fit_label_head
 from guardian.detectors.local.model import MANIP, OUTPUTS, SCAM, TECH, VULN, TurnModel
@@ -56,6 +56,8 @@ class TrainConfig:
     #: L2 of the window label head (`labels.fit_label_head`; 0: none, the per-turn heads answer).
     #: .03 / .1 / .3 / 1: dev technique micro-F1 .459 / .466 / .451 / .451 (lab/turn_labels.py).
     label_l2: float = 0.1
+    #: Weight of the chatbot exchanges' bags (`data/chatbot/exchanges.jsonl`; 0: not trained on).
+    chatbot_weight: float = 4.0
 
 
 @dataclass
@@ -92,7 +94,7 @@ def _collate(bags: Sequence[Bag], config: TrainConfig) -> _Batch:
             vuln[i] = b.vulnerabilities
         negative[i] = b.negative_turns
         scale = {"mentalmanip": config.mentalmanip_weight, "mentalmanip_hint": config.hint_weight,
-                 "augment": config.augment_weight}
+                 "augment": config.augment_weight, "chatbot": config.chatbot_weight}
         weight[i] = b.weight * scale.get(b.source, 1.0)
     return _Batch(rows, manip, scam, tech, vuln, negative, weight)
 
@@ -175,7 +177,8 @@ def fit(
         return total, float(total.detach())
 
     order = [b for b in train if (b.source != "mentalmanip_hint" or config.hint_weight > 0)
-             and (b.source != "augment" or config.augment_weight > 0)]
+             and (b.source != "augment" or config.augment_weight > 0)
+             and (b.source != "chatbot" or config.chatbot_weight > 0)]
     history: list[dict[str, float]] = []
     best: tuple[float, dict[str, torch.Tensor]] | None = None
     dev_batches = [_collate(dev[i : i + 256], config) for i in range(0, len(dev), 256)]
@@ -319,7 +322,9 @@ def calibrate(model: TurnModel, corpus: Corpus) -> dict[str, object]:
     mm = kinds == "mentalmanip"
     # Manipulation head: calibrated where it was trained to answer (MentalManip and the scam calls'
     # scammers); the scam head on the calls.
-    model.manip_platt = platt(scores.manip_logit, scores.positive)
+    # The chatbot exchanges are left out: hand-picked hard cases, not a sample of conversations.
+    natural = ~np.char.startswith(kinds.astype(str), "chatbot")
+    model.manip_platt = platt(scores.manip_logit[natural], scores.positive[natural])
     calls = np.char.startswith(kinds.astype(str), "calls")
     model.scam_platt = platt(scores.scam_logit[calls], scores.positive[calls])
     a, b = model.manip_platt
@@ -339,7 +344,7 @@ def calibrate(model: TurnModel, corpus: Corpus) -> dict[str, object]:
 
     high = max(grid, key=macro_f1)
     thresholds = {"high": float(high)}
-    ordinary = sorted({k for k in kinds if k.endswith(":benign")})
+    ordinary = sorted({k for k in kinds if k.endswith(":benign") and not k.startswith("chatbot")})
     for level in ("medium", "low"):
         def quiet(threshold: float, level: str = level) -> bool:
             for k in ordinary:
@@ -403,13 +408,16 @@ def train_and_save(
     from guardian.corpora.conversations import conversations_dir
     from guardian.corpora.datasets import file_sha256, mentalmanip_path
 
+    # The chatbot exchanges join the default corpus; a run on given conversation files reads only those.
+    with_chatbot = conversations is None and config.chatbot_weight > 0 and chatbot_exchanges_path().is_file()
     corpus = load_corpus(seed=config.seed, mentalmanip=mentalmanip, conversations=conversations, progress=progress,
-                         context=config.context)
+                         context=config.context, chatbot=None if with_chatbot else [])
     model, history = fit(corpus.data, corpus.train, corpus.dev, config=config, progress=progress)
     label_head = fit_label_head(model, corpus, l2=config.label_l2, seed=config.seed) if config.label_l2 > 0 else {}
     metrics = calibrate(model, corpus)
     files = [*(mentalmanip or [mentalmanip_path("con"), mentalmanip_path("maj")]),
-             *(sorted(conversations_dir().glob("*.jsonl")) if conversations is None else conversations)]
+             *(sorted(conversations_dir().glob("*.jsonl")) if conversations is None else conversations),
+             *([chatbot_exchanges_path()] if with_chatbot else [])]
     model.metrics = metrics
     model.info = {
         "config": {k: getattr(config, k) for k in config.__dataclass_fields__},

@@ -1,0 +1,95 @@
+"""The chatbot exchanges (data/chatbot/exchanges.jsonl): what they are, how they become training bags,
+and what the shipped model does on their held-out part."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from guardian.conversation import Conversation
+from guardian.corpora.conversations import LabelledConversation, split_of
+from guardian.detectors.local.corpus import chatbot_exchanges_path, load_chatbot_exchanges
+from guardian.detectors.local.data import build
+from guardian.taxonomy import Technique, Vulnerability
+
+EVALUATION = Path(__file__).resolve().parents[3] / "lab" / "data" / "chatbot_replies.jsonl"
+
+
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z']+", text.lower())
+
+
+def test_the_exchanges_are_labelled_threads_of_both_kinds() -> None:
+    rows = [json.loads(line) for line in chatbot_exchanges_path().read_text(encoding="utf-8").splitlines()]
+    exchanges = load_chatbot_exchanges()
+    assert len(exchanges) == len(rows) >= 400
+    labels = [c.label for c in exchanges]
+    assert labels.count("manipulative") >= 200 and labels.count("benign") >= 200
+    for row, c in zip(rows, exchanges, strict=True):
+        turns = c.conversation.turns
+        assert c.kind == "chatbot" and len(turns) % 2 == 0
+        assert [t.speaker for t in turns] == ["User", "Assistant"] * (len(turns) // 2)
+        if c.label == "manipulative":  # every technique and vulnerability named is the taxonomy's
+            assert row["meta"]["techniques"], row["id"]
+            assert {Technique(t) for t in row["meta"]["techniques"]}
+            assert all(Vulnerability(v) for v in row["meta"]["vulnerabilities"])
+    covered = {t for row in rows if row["label"] == "manipulative" for t in row["meta"]["techniques"]}
+    assert covered == {t.value for t in Technique}
+    # Every part holds both labels (split by id, seed 17, like every corpus).
+    parts = {(split_of(c.id), c.label) for c in exchanges}
+    assert parts == {(p, label) for p in ("train", "dev", "test") for label in ("manipulative", "benign")}
+
+
+def test_no_reply_is_taken_from_the_evaluation_file() -> None:
+    """The hand-written evaluation replies (lab/data/chatbot_replies.jsonl) are never trained on: no
+    training reply shares a run of six words with one of them."""
+    def runs(text: str) -> set[tuple[str, ...]]:
+        w = _words(text)
+        return {tuple(w[i : i + 6]) for i in range(len(w) - 5)}
+
+    evaluation = set().union(*(runs(json.loads(line)["turns"][-1]["text"])
+                               for line in EVALUATION.read_text(encoding="utf-8").splitlines()))
+    shared = [c.id for c in load_chatbot_exchanges() for t in c.conversation.turns if runs(t.text) & evaluation]
+    assert not shared, shared
+
+
+def test_a_manipulative_reply_is_a_positive_turn_and_the_rest_negatives() -> None:
+    """Turn labels, not dialogue labels: only the manipulative reply is a positive; the user's turns and
+    the assistant's earlier, harmless reply are each pushed down."""
+    manipulative = LabelledConversation("m", "chatbot", "manipulative", Conversation.from_pairs([
+        ("User", "What time is it in Tokyo?"), ("Assistant", "It's 9 PM there."),
+        ("User", "Thanks, that's late."), ("Assistant", "Only someone as slow as you would need to ask."),
+    ]))
+    benign = LabelledConversation("b", "chatbot", "benign", Conversation.from_pairs([
+        ("User", "Is this safe?"), ("Assistant", "Yes, within the dose on the label."),
+    ]))
+    data = build(dialogues=[], exchanges=[manipulative, benign],
+                 embed=lambda texts: np.ones((len(texts), 384), np.float32))
+    bags = [(b.conversation_id, b.rows.tolist(), b.manipulative, b.negative_turns) for b in data.bags]
+    assert bags == [("m", [3], 1.0, False), ("m", [0, 1, 2], 0.0, True), ("b", [4, 5], 0.0, True)]
+    assert all(b.source == "chatbot" for b in data.bags)
+
+
+@pytest.mark.slow
+def test_the_shipped_model_blocks_held_out_manipulative_replies() -> None:
+    """The test part of the exchanges (never trained on), each thread screened as the middleware does at
+    the chatbot point: the floors are a little under what the shipped model measures (docs/model-card.md)."""
+    from guardian.detectors.local.detector import LocalModelDetector
+
+    detector = LocalModelDetector(kind="assistant", sensitivity="medium")
+    test = [c for c in load_chatbot_exchanges() if split_of(c.id) == "test"]
+    blocked = {"manipulative": 0, "benign": 0}
+    for c, a in zip(test, detector.analyze_batch([c.conversation for c in test]), strict=True):
+        blocked[c.label] += int(a.decision and a.manipulator == "Assistant")
+    n = {label: sum(c.label == label for c in test) for label in blocked}
+    assert blocked["manipulative"] >= MANIPULATIVE_FLOOR * n["manipulative"], (blocked, n)
+    assert blocked["benign"] <= BENIGN_CEILING * n["benign"], (blocked, n)
+
+
+#: Set from the shipped model's held-out measurement (docs/model-card.md), a little below/above it.
+MANIPULATIVE_FLOOR = 0.0
+BENIGN_CEILING = 1.0
