@@ -7,6 +7,7 @@ model may quote, and assessing every turn in its window (detectors, language che
 parts several-fold, so compare its shares with the split above).
 
     .venv/bin/python lab/bulk_profile.py --n 256 --detectors keyphrases,local
+    GUARDIAN_ENCODER_PRECISION=int8 .venv/bin/python lab/bulk_profile.py --n 256   # the opt-in int8 encoder
 
 Run it through this script, not by importing guardian first: it sets the thread defaults before numpy
 loads. With two OpenBLAS threads on a busy 2-core machine, the turn model's small matrix products took
@@ -71,6 +72,7 @@ def main() -> None:
     print(json.dumps({
         "dialogues": len(conversations),
         "detectors": args.detectors.split(","),
+        "encoder_precision": shared_encoder().precision,
         "cpu_s": {k: round(v, 2) for k, v in cpu.items()},
         "share": {k: round(v / total, 2) for k, v in cpu.items()},
         "dialogues_per_cpu_s": round(len(conversations) / total, 1),
