@@ -113,10 +113,114 @@ def compare(model: TurnModel, corpus: Corpus, l2s: Sequence[float]) -> None:
                               **measure(truth, scores)}), flush=True)
 
 
+def key_phrase_hits(corpus: Corpus, b: Bag) -> np.ndarray:
+    """Which of MentalManip's 175 key phrases some sentence of the bag matches (the paper's rule)."""
+    from guardian.corpora.keyphrases import load_phrases, match_sentence
+    from guardian.grounding import sentences
+
+    phrases = load_phrases()
+    out = np.zeros(len(phrases), np.float32)
+    for r in b.rows:
+        for sentence in sentences(corpus.data.texts[r]):
+            for match in match_sentence(sentence.text):
+                out[phrases.index(match.phrase)] = 1.0
+    return out
+
+
+def top1_or_above(scores: np.ndarray, threshold: float) -> np.ndarray:
+    """The decision rule measured against the ratio rule: the most likely label, and any at or above `threshold`."""
+    out = scores >= threshold
+    out[np.arange(len(scores)), scores.argmax(axis=1)] = True
+    return out
+
+
+def cross_validate(model: TurnModel, corpus: Corpus, *, folds: int = 5) -> None:
+    """Issue 19's label ideas, each measured three ways (the dev part is small: 171 / 58 dialogues).
+
+    `dev`: trained on the train part, the ratio tuned on dev (as `--compare`); `dev_ratio_from_cv`:
+    the ratio (and the top-1-or-above threshold) tuned on the train part's out-of-fold predictions
+    instead, so dev is scored untouched; `cv_train`: out-of-fold micro-F1 over the train part's con
+    dialogues (5 folds by dialogue; the maj-only dialogues always train). The hidden layer h was
+    fitted on the train part's dialogues with these labels, so `cv_train` flatters heads over h
+    (it saw their labels); for u, TF-IDF and key phrases it is honest.
+    """
+    for attr in ("techniques", "vulnerabilities"):
+        _cross_validate_labels(model, corpus, attr, folds=folds)
+
+
+def _cross_validate_labels(model: TurnModel, corpus: Corpus, attr: str, *, folds: int) -> None:
+    x = corpus.data.features
+    pool_h, pool_u, pool_hu = pools(model, x, "h"), pools(model, x, "u"), pools(model, x, "u+h")
+    z_all = model.logits(x)[:, MANIP]
+
+    def top3(b: Bag) -> np.ndarray:  # (f): the pools and the mean of the three most suspicious turns
+        hidden = model.hidden(x[b.rows])
+        top = np.argsort(-z_all[b.rows])[:3]
+        return np.concatenate([pool_h(b)[: 2 * hidden.shape[1]], hidden[top].mean(axis=0)])
+
+    bags = [b for b in corpus.train if b.source in LABELLED and getattr(b, attr) is not None]
+    dev = [b for b in corpus.dev if b.source == "mentalmanip" and getattr(b, attr) is not None]
+    everything = [*bags, *dev]
+    y = np.array([getattr(b, attr) for b in everything], np.float32)
+    is_dev = np.arange(len(everything)) >= len(bags)
+    con = np.array([b.source == "mentalmanip" for b in everything]) & ~is_dev
+    rng = np.random.default_rng(17)
+    fold = np.full(len(everything), -1)
+    fold[np.flatnonzero(con)] = rng.permutation(np.flatnonzero(con).size) % folds
+    h = np.array([pool_h(b) for b in everything])
+    u = np.array([pool_u(b) for b in everything])
+    views = {"h": h, "u": u, "u+h": np.array([pool_hu(b) for b in everything]),
+             "h top-3": np.array([top3(b) for b in everything]),
+             "h + key phrases": np.hstack([h, np.array([key_phrase_hits(corpus, b) for b in everything])])}
+    freq = y[~is_dev].mean(axis=0)
+    balanced = np.sqrt(np.clip((1 - freq) / np.maximum(freq, 1e-3), 1.0, 10.0))
+
+    def linear(view: str, l2: float, weights: np.ndarray | None = None) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+        def fit_score(train: np.ndarray, score: np.ndarray) -> np.ndarray:
+            w, bias = fit_multilabel(views[view][train], y[train], l2=l2, pos_weight=weights)
+            return np.asarray(views[view][score] @ w + bias)
+        return fit_score
+
+    def lexical(train: np.ndarray, score: np.ndarray) -> np.ndarray:
+        p = tfidf(corpus, [everything[i] for i in np.flatnonzero(train)], [everything[i] for i in np.flatnonzero(score)],
+                  y[train])
+        return np.log(np.clip(p, 1e-6, 1 - 1e-6) / np.clip(1 - p, 1e-6, 1))
+
+    heads: dict[str, Callable[[np.ndarray, np.ndarray], np.ndarray]] = {
+        "h, L2 .1 (shipped)": linear("h", 0.1), "h, L2 .3": linear("h", 0.3), "h, L2 1": linear("h", 1.0),
+        "(a) u, L2 1": linear("u", 1.0), "(a) u, L2 3": linear("u", 3.0), "(a) u+h, L2 1": linear("u+h", 1.0),
+        "(b) TF-IDF of the dialogue": lexical, "(c) h + key-phrase hits, L2 .1": linear("h + key phrases", 0.1),
+        "(e) h, L2 .1, class weights": linear("h", 0.1, balanced), "(f) h pools + top-3 turns, L2 .3": linear("h top-3", 0.3),
+    }
+    logits: dict[str, np.ndarray] = {}
+    for name, fit_score in heads.items():
+        z = np.zeros(y.shape, np.float32)
+        for k in range(folds):
+            z[fold == k] = fit_score(~is_dev & (fold != k), fold == k)
+        z[is_dev] = fit_score(~is_dev, is_dev)
+        logits[name] = z
+    logits["(a) mean of the h and u heads"] = (logits["h, L2 .1 (shipped)"] + logits["(a) u, L2 3"]) / 2
+    logits["(b) mean of the h and TF-IDF heads"] = (logits["h, L2 .1 (shipped)"] + logits["(b) TF-IDF of the dialogue"]) / 2
+    truth = y.astype(bool)
+    for name, z in logits.items():
+        p = 1 / (1 + np.exp(-z))
+        cv, dv = con, is_dev
+        ratio = measure(truth[cv], p[cv])["ratio"]
+        threshold = float(max(np.linspace(0.05, 0.95, 19), key=lambda t: _micro_f1(truth[cv], top1_or_above(p[cv], t))))
+        print(json.dumps({
+            "labels": attr, "head": name, "n_dev": int(dv.sum()), "n_cv_train": int(cv.sum()), "n_train": int((~dv).sum()),
+            "dev": measure(truth[dv], p[dv])["micro_f1"],
+            "dev_ratio_from_cv": round(_micro_f1(truth[dv], _ratio_decisions(p[dv], ratio)), 4),
+            "dev_top1_or_above_from_cv": round(_micro_f1(truth[dv], top1_or_above(p[dv], threshold)), 4),
+            "cv_train": measure(truth[cv], p[cv])["micro_f1"], "ratio_cv": ratio, "threshold_cv": round(threshold, 2),
+        }), flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--artifact", type=Path, required=True)
     parser.add_argument("--compare", action="store_true")
+    parser.add_argument("--cv", action="store_true", help="issue 19's label ideas: dev and 5-fold CV over the train part")
     parser.add_argument("--l2", type=float, nargs="*", default=[0.03, 0.1, 0.3, 1.0])
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
@@ -124,6 +228,8 @@ def main() -> None:
     corpus = load_corpus()
     if args.compare:
         compare(model, corpus, args.l2)
+    if args.cv:
+        cross_validate(model, corpus)
     if args.out:
         before = copy.copy(model)
         before.label_w = before.label_b = None

@@ -36,9 +36,12 @@ def bag_features(model: TurnModel, features: np.ndarray, bags: Sequence[Bag]) ->
     return np.asarray(out, dtype=np.float32).reshape(len(bags), -1)
 
 
-def fit_multilabel(x: np.ndarray, y: np.ndarray, *, l2: float, seed: int = 17) -> tuple[np.ndarray, np.ndarray]:
+def fit_multilabel(
+    x: np.ndarray, y: np.ndarray, *, l2: float, seed: int = 17, pos_weight: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray]:
     """(W, b) of one L2-regularised logistic regression per column of `y` over standardised `x`,
-    folded back so that logits = x @ W + b on the raw features. Full-batch L-BFGS: deterministic."""
+    folded back so that logits = x @ W + b on the raw features. Full-batch L-BFGS: deterministic.
+    `pos_weight`: a weight per column on its positives (class weights; measured, not shipped)."""
     import torch
 
     torch.manual_seed(seed)
@@ -51,7 +54,9 @@ def fit_multilabel(x: np.ndarray, y: np.ndarray, *, l2: float, seed: int = 17) -
 
     def closure() -> torch.Tensor:
         optimiser.zero_grad()
-        loss = torch.nn.functional.binary_cross_entropy_with_logits(xs @ w + b, ys) * ys.shape[1]
+        loss = torch.nn.functional.binary_cross_entropy_with_logits(
+            xs @ w + b, ys, pos_weight=None if pos_weight is None else torch.from_numpy(pos_weight.astype(np.float32))
+        ) * ys.shape[1]
         loss = loss + 0.5 * l2 * (w**2).sum()
         loss.backward()
         return loss
