@@ -185,6 +185,16 @@ def main() -> None:
             tr, te = folds != j, folds == j
             oof[te] = fit_predict(x[idx[tr]], y[tr], x[idx[te]], c=c, power=power)
         p_oof = (1 - w) * oof + w * half[idx]
+        pred = [ACTS[j] for j in p_oof[clean].argmax(1)]
+        g_clean = list(y[clean])
+        print("out-of-fold confusion on the clean rows (rows gold, columns predicted):")
+        print(f"{'':7}" + "".join(f"{a:>7}" for a in ACTS))
+        for a in ACTS:
+            print(f"{a:7}" + "".join(f"{sum(1 for u, v in zip(g_clean, pred, strict=True) if u == a and v == b):7d}"
+                                     for b in ACTS))
+        print(f"predicted other {pred.count('other')} times (gold other {g_clean.count('other')})")
+        if "--no-test" in sys.argv:
+            return
         conf = p_oof[dev_mask].max(1)
         right = p_oof[dev_mask].argmax(1) == np.array([ACTS.index(v) for v in y[dev_mask]])
         thr, prec, cov = precision_threshold(conf, right, target=0.85)

@@ -25,8 +25,9 @@ from guardian.taxonomy import FaceAct
 EVERYDAY = bundled_data_dir() / "faceacts" / "everyday.csv"
 #: Floors for the shipped model on the held-out everyday part (measured: docs/intent.md, "Everyday
 #: conversations"); a regression below them fails here, the figures themselves come from the file.
-TEST_ACCURACY_FLOOR = 0.55  # measured .595 (the shipped persuasion-only model: .295)
-TEST_SHOWN_PRECISION_FLOOR = 0.75  # measured .857 on the 13 % of turns shown
+TEST_ACCURACY_FLOOR = 0.65  # measured .699 (round 1's everyday side: .595; the persuasion-only model: .295)
+TEST_MACRO_F1_FLOOR = 0.45  # measured .500 (round 1's: .438)
+TEST_SHOWN_PRECISION_FLOOR = 0.8  # measured .853 on the 46 % of turns shown
 
 
 def test_conversation_domain_is_the_sigmoid_of_the_running_mean_logit() -> None:
@@ -103,6 +104,7 @@ def test_held_out_everyday_accuracy_is_computed_from_the_file_and_above_its_floo
     result = evaluate_file(EVERYDAY, split="test")
     assert result["n"] == len(part_of(load_faceacts(EVERYDAY), "test"))
     assert result["accuracy"] >= TEST_ACCURACY_FLOOR
+    assert result["macro_f1"] >= TEST_MACRO_F1_FLOOR
     assert result["shown_precision"] >= TEST_SHOWN_PRECISION_FLOOR
     assert 0.05 < result["shown_share"] < 1.0  # some turns abstain, not all
 
@@ -143,3 +145,48 @@ def test_an_artifact_without_the_everyday_head_still_loads_and_never_abstains(tm
     result = IntentDetector(model_path=tmp_path / "m").analyze(Conversation.from_pairs([("a", "Hello there.")]))
     assert not result.intents[0].abstained
     json.dumps(result.model_dump(mode="json"))
+
+
+def test_guideline_cues_flag_the_markers_the_labellers_read() -> None:
+    from guardian.detectors.intent.cues import CUE_PATTERNS, N_CUES, cue_vector
+
+    names = list(CUE_PATTERNS)
+
+    def flagged(text: str) -> set[str]:
+        return {names[k] for k in np.flatnonzero(cue_vector(text))}
+
+    assert "imperative" in flagged("Send me the report by five today.")
+    assert {"apology", "i_self"} <= flagged("Oh, I'm so sorry! I must have dialed the wrong number.")
+    assert {"commit", "comply_start"} <= flagged("Okay, I'll go get the gift card right now.")
+    assert {"question", "wh_start"} <= flagged("What time does the concert start?")
+    assert "thanks" in flagged("Thank you so much.") and "question" not in flagged("Thank you so much.")
+    assert cue_vector("").shape == (N_CUES,) and not cue_vector("").any()
+
+
+@pytest.mark.slow
+def test_the_shipped_everyday_side_reads_frozen_mpnet6_vectors_of_the_turn_and_the_turn_before() -> None:
+    from guardian.detectors.intent.frozen import FROZEN_DIM, shared_frozen_encoder
+
+    model = load_model()
+    assert model.everyday is not None and model.everyday.deep is not None
+    deep = model.everyday.deep
+    assert 0.0 <= deep.tuned_share + deep.head_share < 1.0
+    encoder = shared_frozen_encoder()
+    v = encoder.encode(["Could you send me the report?", "Please send me the report.", "I love this song.", ""])
+    assert v.shape == (4, FROZEN_DIM) and not v[3].any()
+    assert np.allclose(np.linalg.norm(v[:3], axis=1), 1.0, atol=1e-3)
+    assert v[0] @ v[1] > v[0] @ v[2]  # a request is nearer another request than a remark about music
+    assert np.array_equal(encoder.encode(["Please send me the report."])[0], v[1])  # remembered, not re-run
+
+
+@pytest.mark.slow
+def test_the_deep_head_survives_a_save_and_load(tmp_path: Path) -> None:
+    shutil.copytree(bundled_artifact_dir(), tmp_path / "m")
+    model = load_model()
+    assert model.everyday is not None and model.everyday.deep is not None
+    model.everyday.save(tmp_path / "m")
+    again = IntentModel.load(tmp_path / "m")
+    assert again.everyday is not None and again.everyday.deep is not None
+    assert np.array_equal(again.everyday.deep.coef, model.everyday.deep.coef)
+    assert again.everyday.deep.classes == model.everyday.deep.classes
+    assert again.everyday.deep.cue_scale == model.everyday.deep.cue_scale

@@ -116,6 +116,8 @@ def test_an_everyday_guilt_trip_makes_affection_the_price_of_compliance() -> Non
     assert [f.pattern for f in found] == [GUILT_APPEAL]
     assert found[0].evidence[-1].quote == "If you really loved me, you would stop checking my phone."
     _verbatim(conv, found)
+    unsure = [intents[0], intents[1].model_copy(update={"score": 0.34})]  # the act agrees, however unsure
+    assert [(f.pattern, f.score) for f in derive_patterns(conv, unsure)] == [(GUILT_APPEAL, 0.5)]
     rows[1] = (rows[1][0], rows[1][1], FaceAct.OTHER)  # not pressing: only words, no act
     conv, intents = _conv(rows, "love")
     assert derive_patterns(conv, intents) == []

@@ -189,10 +189,12 @@ def run_train_intent(
 def _train_everyday(*, out: str | None, everyday: str, data: str | None, half: str | None) -> None:
     """Fit the everyday head on top of the halves already built (the bundled artifact, or the one
     in `out` when it has one) and write it beside them: the head and gate in minutes, the everyday
-    tuned half in 10-30 more (or taken from `half`, a folder holding its tuned.npz)."""
+    tuned half in 10-30 more (or taken from `half`: an intent artifact folder, whose everyday half is
+    reused, or a folder holding the half as tuned.npz)."""
     import shutil
 
     from guardian.corpora.datasets import faceacts_path, file_sha256, load_faceacts
+    from guardian.detectors.intent.domain import EVERYDAY_TUNED_FILE
     from guardian.detectors.intent.domain_train import train_everyday
     from guardian.detectors.intent.model import (
         IntentModel,
@@ -210,7 +212,11 @@ def _train_everyday(*, out: str | None, everyday: str, data: str | None, half: s
     if base != target:
         shutil.copytree(base, target, dirs_exist_ok=True)
     model = IntentModel.load(target)
-    tuned = TunedFaceActs.load(Path(half)) if half else None
+    tuned = None
+    if half:  # an intent artifact folder (its everyday half), or a folder holding the half as tuned.npz
+        everyday_file = Path(half) / EVERYDAY_TUNED_FILE
+        tuned = TunedFaceActs.load(Path(half), file=EVERYDAY_TUNED_FILE) if everyday_file.is_file() \
+            else TunedFaceActs.load(Path(half))
     try:
         chosen = train_everyday(model, load_faceacts(Path(data) if data else faceacts_path()), load_faceacts(path),
                                 data_sha256=file_sha256(path), tuned=tuned,

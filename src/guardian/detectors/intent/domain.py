@@ -33,6 +33,14 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from guardian.detectors.intent.cues import N_CUES
+from guardian.detectors.intent.frozen import (
+    FROZEN_DIM,
+    FROZEN_ENCODER,
+    FROZEN_LAYERS,
+    FrozenEncoder,
+    shared_frozen_encoder,
+)
 from guardian.detectors.intent.tuned import TunedFaceActs
 from guardian.taxonomy import FaceAct
 
@@ -93,13 +101,54 @@ class ConversationDomain:
         return 1.0 / (1.0 + math.exp(-z))
 
 
+@dataclass(frozen=True, slots=True)
+class DeepHead:
+    """Logistic regression on frozen mpnet-6 vectors (`frozen`) of the turn and of the turn before it
+    (x `PREV_WEIGHT`) and, with `cue_scale` > 0, the guideline cues of both (`cues`; the previous
+    turn's at half weight). On everyday turns it is the most accurate part (round 3 in
+    docs/intent.md); the everyday side reads (1 - tuned_share - head_share) x this + tuned_share x
+    the everyday tuned half + head_share x the MiniLM everyday head."""
+
+    classes: list[FaceAct]
+    coef: np.ndarray
+    intercept: np.ndarray
+    cue_scale: float
+    tuned_share: float
+    head_share: float
+
+    PREV_WEIGHT = 0.6
+
+    def design(self, utterances: Sequence[Utterance], encoder: FrozenEncoder) -> np.ndarray:
+        from guardian.detectors.intent.cues import N_CUES, cue_vector
+
+        texts = [u.text for u in utterances]
+        prev = [u.context[-1][1] if u.context else "" for u in utterances]
+        blocks = [encoder.encode(texts), self.PREV_WEIGHT * encoder.encode(prev)]
+        if self.cue_scale:
+            blocks += [self.cue_scale * np.vstack([cue_vector(t) for t in texts]).reshape(len(texts), N_CUES),
+                       0.5 * self.cue_scale * np.vstack([cue_vector(t) for t in prev]).reshape(len(texts), N_CUES)]
+        return np.hstack(blocks).astype(np.float32)
+
+    def proba(self, x: np.ndarray, classes: Sequence[FaceAct]) -> np.ndarray:
+        """Probabilities in `classes` order from `design`'s rows."""
+        logits = x @ self.coef.T + self.intercept
+        logits -= logits.max(axis=1, keepdims=True)
+        p = np.exp(logits)
+        p /= p.sum(axis=1, keepdims=True)
+        out = np.zeros((len(x), len(classes)), dtype=np.float32)
+        for j, c in enumerate(self.classes):
+            if c in classes:
+                out[:, list(classes).index(c)] = p[:, j]
+        return out
+
+
 class EverydayHead:
     """The everyday linear head, the domain gate, the tuned half's share and the abstention threshold."""
 
     def __init__(
         self, *, classes: list[FaceAct], coef: np.ndarray, intercept: np.ndarray, word: NGrams, side: NGrams,
         config: FeatureConfig, gate: DomainGate, tuned_weight: float, abstain_below: float,
-        meta: dict[str, Any] | None = None, tuned: TunedFaceActs | None = None,
+        meta: dict[str, Any] | None = None, tuned: TunedFaceActs | None = None, deep: DeepHead | None = None,
     ) -> None:
         self.classes = classes
         self.coef = coef.astype(np.float32)
@@ -115,6 +164,14 @@ class EverydayHead:
         #: knows sneg-, which the corpus lacks); it reads the turns of conversations that are not
         #: persuasion-like in its place, so a turn still costs one tuned pass.
         self.tuned = tuned
+        #: The head on frozen mpnet-6 vectors; read with the tuned half for the turns it reads.
+        self.deep = deep
+        self.frozen = shared_frozen_encoder() if deep is not None else None
+
+    def deep_proba(self, utterances: Sequence[Utterance], classes: Sequence[FaceAct]) -> np.ndarray:
+        """The deep head's probabilities in `classes` order (an mpnet-6 pass per new sentence)."""
+        assert self.deep is not None and self.frozen is not None
+        return self.deep.proba(self.deep.design(utterances, self.frozen), classes)
 
     def proba(self, utterances: Sequence[Utterance], u_vecs: np.ndarray, ctx_vecs: np.ndarray,
               classes: Sequence[FaceAct]) -> np.ndarray:
@@ -138,9 +195,12 @@ class EverydayHead:
     def save(self, directory: Path) -> None:
         from guardian.detectors.intent.features import _jsonable
 
-        np.savez_compressed(directory / EVERYDAY_FILE, coef=self.coef.astype(np.float16), intercept=self.intercept,
-                            word_idf=self.word.idf, side_idf=self.side.idf,
-                            gate_weights=self.gate.weights.astype(np.float32))
+        arrays: dict[str, np.ndarray] = {
+            "coef": self.coef.astype(np.float16), "intercept": self.intercept, "word_idf": self.word.idf,
+            "side_idf": self.side.idf, "gate_weights": self.gate.weights.astype(np.float32)}
+        if self.deep is not None:
+            arrays.update(deep_coef=self.deep.coef.astype(np.float32), deep_intercept=self.deep.intercept.astype(np.float32))
+        np.savez_compressed(directory / EVERYDAY_FILE, **arrays)  # type: ignore[arg-type]
         meta = {
             **self.meta,
             "classes": [str(c) for c in self.classes],
@@ -149,6 +209,10 @@ class EverydayHead:
             "side": {"params": _jsonable(self.side.params), "vocabulary": self.side.vocabulary},
             "gate_bias": self.gate.bias, "tuned_weight": self.tuned_weight, "abstain_below": self.abstain_below,
         }
+        if self.deep is not None:
+            meta["deep"] = {"classes": [str(c) for c in self.deep.classes], "cue_scale": self.deep.cue_scale,
+                            "tuned_share": self.deep.tuned_share, "head_share": self.deep.head_share,
+                            "encoder": FROZEN_ENCODER, "layers": FROZEN_LAYERS}
         if self.tuned is not None:
             self.tuned.save(directory, file=EVERYDAY_TUNED_FILE, int8=True)
         else:
@@ -182,9 +246,22 @@ class EverydayHead:
         gate = arrays["gate_weights"]
         if gate.shape != (ENCODER_DIM,):
             raise ValueError(f"domain gate has shape {gate.shape}, expected ({ENCODER_DIM},)")
+        deep = None
+        if meta.get("deep"):
+            d = meta["deep"]
+            if d.get("encoder") != FROZEN_ENCODER or d.get("layers") != FROZEN_LAYERS:
+                raise ValueError(f"the everyday deep head reads {d.get('encoder')}-{d.get('layers')}, "
+                                 f"this version runs {FROZEN_ENCODER}-{FROZEN_LAYERS}")
+            deep = DeepHead([FaceAct(c) for c in d["classes"]], arrays["deep_coef"].astype(np.float32),
+                            arrays["deep_intercept"].astype(np.float32), float(d["cue_scale"]),
+                            float(d["tuned_share"]), float(d["head_share"]))
+            width = 2 * FROZEN_DIM + (2 * N_CUES if deep.cue_scale else 0)
+            if deep.coef.shape != (len(deep.classes), width):
+                raise ValueError(f"everyday deep head weights have shape {deep.coef.shape}, expected "
+                                 f"{(len(deep.classes), width)}")
         return cls(classes=classes, coef=coef, intercept=arrays["intercept"], word=word, side=side,
                    config=FeatureConfig(**meta["config"]), gate=DomainGate(gate, float(meta["gate_bias"])),
                    tuned_weight=float(meta["tuned_weight"]), abstain_below=float(meta["abstain_below"]),
                    meta={k: v for k, v in meta.items() if k not in ("word", "side")},
                    tuned=TunedFaceActs.load(directory, file=EVERYDAY_TUNED_FILE)
-                   if (directory / EVERYDAY_TUNED_FILE).exists() else None)
+                   if (directory / EVERYDAY_TUNED_FILE).exists() else None, deep=deep)

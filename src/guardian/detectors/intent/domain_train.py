@@ -17,7 +17,7 @@ import numpy as np
 
 from guardian.corpora.conversations import split_of
 from guardian.corpora.datasets import FaceActUtterance
-from guardian.detectors.intent.domain import DomainGate, EverydayHead
+from guardian.detectors.intent.domain import DeepHead, DomainGate, EverydayHead
 from guardian.detectors.intent.model import (
     SIDE_PARAMS,
     WORD_PARAMS,
@@ -120,6 +120,29 @@ def fit_head(
     return Head([FaceAct(c) for c in clf.classes_], coef, np.asarray(clf.intercept_, dtype=np.float32), word, side)
 
 
+#: The deep head (frozen mpnet-6 vectors of the turn and the turn before, `domain.DeepHead`), chosen by
+#: conversation-grouped 5-fold CV over the everyday train + dev parts (lab/intent_everyday_r3_cv.py).
+DEEP_C, DEEP_POWER, DEEP_CUE_SCALE, DEEP_TUNED_SHARE, DEEP_HEAD_SHARE = 2.0, 0.5, 0.3, 0.2, 0.0
+
+
+def fit_deep(rows: Sequence[FaceActUtterance], *, c: float = DEEP_C, power: float = DEEP_POWER,
+             cue_scale: float = DEEP_CUE_SCALE, tuned_share: float = DEEP_TUNED_SHARE,
+             head_share: float = DEEP_HEAD_SHARE) -> DeepHead:
+    """The deep head on everyday rows alone (the persuasion corpus' conventions are what it must not
+    learn), class weights (n / (k x count)) ** power; the vectors from the int8 encoder the detector runs."""
+    from sklearn.linear_model import LogisticRegression
+
+    from guardian.detectors.intent.frozen import shared_frozen_encoder
+
+    probe = DeepHead([], np.zeros((0, 0), np.float32), np.zeros(0, np.float32), cue_scale, tuned_share, head_share)
+    x = probe.design(utterances_in_context(rows), shared_frozen_encoder())
+    labels = [str(r.face_act) for r in rows]
+    cw = class_weights(labels, power=power)
+    clf = LogisticRegression(C=c, max_iter=3000).fit(x, np.array(labels), sample_weight=np.array([cw[y] for y in labels]))
+    return DeepHead([FaceAct(k) for k in clf.classes_], np.asarray(clf.coef_, dtype=np.float32),
+                    np.asarray(clf.intercept_, dtype=np.float32), cue_scale, tuned_share, head_share)
+
+
 def precision_threshold(
     confidence: np.ndarray, correct: np.ndarray, *, target: float, min_coverage: float = MIN_COVERAGE,
 ) -> tuple[float, float, float]:
@@ -143,12 +166,12 @@ def precision_threshold(
 
 
 def with_everyday(model: IntentModel, head: Head, gate: DomainGate, *, tuned_weight: float, abstain_below: float,
-                  meta: dict[str, Any], tuned: TunedFaceActs | None = None) -> IntentModel:
+                  meta: dict[str, Any], tuned: TunedFaceActs | None = None, deep: DeepHead | None = None) -> IntentModel:
     """`model` (its halves unchanged) with the everyday head attached."""
     model.everyday = EverydayHead(
         classes=head.classes, coef=head.coef, intercept=head.intercept, word=head.word, side=head.side,
         config=model.config, gate=gate, tuned_weight=tuned_weight, abstain_below=abstain_below, meta=meta,
-        tuned=tuned,
+        tuned=tuned, deep=deep,
     )
     return model
 
@@ -210,11 +233,12 @@ def tune_everyday_half(start: TunedFaceActs, persuasion: Sequence[FaceActUtteran
 
 
 def train_everyday(model: IntentModel, persuasion: Sequence[FaceActUtterance], everyday: Sequence[FaceActUtterance],
-                   *, data_sha256: str, tuned: TunedFaceActs | None = None,
+                   *, data_sha256: str, tuned: TunedFaceActs | None = None, deep: bool = True,
                    progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Attach the everyday head to `model`: head, gate and everyday tuned half (`tuned`, else
     fine-tuned here) from the everyday train part, the abstention threshold from the dev part
-    (scored as the live detector runs). Returns what was chosen."""
+    (scored as the live detector runs); with `deep`, the deep head on frozen mpnet-6 vectors too.
+    Returns what was chosen."""
     from guardian.detectors.intent.train import predict_in_turn_order
 
     train, dev = part_of(everyday, "train"), part_of(everyday, "dev")
@@ -231,7 +255,10 @@ def train_everyday(model: IntentModel, persuasion: Sequence[FaceActUtterance], e
     meta = {"data_sha256": data_sha256, "trained_on": "train", "tuned_on": "dev", "n_train": len(train),
             "everyday_weight": EVERYDAY_WEIGHT, "head_c": HEAD_C, "gate_c": GATE_C,
             "tune": {"repeat": TUNE_REPEAT, "replay": TUNE_REPLAY, "epochs": TUNE_EPOCHS, "lr": TUNE_LR}}
-    with_everyday(model, head, gate, tuned_weight=HEAD_TUNED_WEIGHT, abstain_below=0.0, meta=meta, tuned=tuned)
+    if deep:
+        meta["deep_fit"] = {"c": DEEP_C, "power": DEEP_POWER}
+    with_everyday(model, head, gate, tuned_weight=HEAD_TUNED_WEIGHT, abstain_below=0.0, meta=meta, tuned=tuned,
+                  deep=fit_deep(train) if deep else None)
     order, probs = predict_in_turn_order(model, dev, utterances_in_context(dev), range(len(dev)))
     correct = np.array([model.classes[int(j)] == dev[i].face_act for i, j in zip(order, probs.argmax(1), strict=True)])
     threshold, precision, coverage = precision_threshold(probs.max(1), correct, target=SHOWN_PRECISION)

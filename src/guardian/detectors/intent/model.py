@@ -237,7 +237,8 @@ class IntentModel:
             return np.vstack([r[0] for r in rows]), np.vstack([r[1] for r in rows])
         routed = everyday_half is not None and domains is not None and domains[0].everyday_so_far()
         half = (everyday_half if routed else self.tuned) if tuned else None
-        pending = None
+        pending = deep_pending = None
+        deep_head = self.everyday.deep if routed and self.everyday is not None else None
         pairs: list[tuple[str, str]] = []
         if half is not None:
             # The two halves are independent MiniLM passes (onnxruntime and torch release the
@@ -245,7 +246,10 @@ class IntentModel:
             # them. Prepared here, not in the worker: two threads importing transformers at once fail.
             self.prepare()
             pairs = [pair_text(u.text, u.speaker, u.opener, u.context) for u in utterances]
-            pending = _tuned_pool().submit(half.predict_proba, pairs)
+            if deep_head is None or deep_head.tuned_share > 0:  # a deep head that gives the half no share replaces it
+                pending = _tuned_pool().submit(half.predict_proba, pairs)
+            if deep_head is not None and self.everyday is not None:
+                deep_pending = _tuned_pool().submit(self.everyday.deep_proba, utterances, self.classes)
             x, u_vecs, ctx_vecs = _linear_pool().submit(self.features, utterances).result()
         else:
             x, u_vecs, ctx_vecs = self.features(utterances)
@@ -255,10 +259,12 @@ class IntentModel:
         p /= p.sum(axis=1, keepdims=True)
         if self.classes != self.linear_classes:
             p = self._aligned_rows(self.linear_classes, p)
-        mix = self._mixer(p, utterances, u_vecs, ctx_vecs, domains)
-        if half is None or pending is None:
+        mix = self._mixer(p, utterances, u_vecs, ctx_vecs, domains,
+                          deep=deep_pending.result() if deep_pending is not None else None)
+        if half is None or (pending is None and deep_pending is None):
             return mix(None), u_vecs
-        p = mix(self._aligned(half, pending.result()))
+        # Without the half's pass (a deep head that replaces it), the persuasion side is the linear half's.
+        p = mix(self._aligned(half, pending.result()) if pending is not None else p)
         if routed and budgets is not None:
             for b in budgets:  # counted all the same: the budget follows the conversation's turns
                 b.admit(False)
@@ -278,11 +284,13 @@ class IntentModel:
 
     def _mixer(
         self, linear: np.ndarray, utterances: Sequence[Utterance], u_vecs: np.ndarray, ctx_vecs: np.ndarray,
-        domains: Sequence[ConversationDomain] | None,
+        domains: Sequence[ConversationDomain] | None, *, deep: np.ndarray | None = None,
     ) -> Callable[[np.ndarray | None], np.ndarray]:
         """The final probabilities as a function of a tuned half's (None: no tuned half): linear and
         tuned averaged by `tuned_weight`; with an everyday head, that average weighted by the
-        persuasion-likeness g and the head's own average with the tuned half by 1 - g."""
+        persuasion-likeness g and the head's own average with the tuned half by 1 - g; with the
+        deep head's probabilities (`deep`: turns the everyday tuned half reads), the everyday side is
+        the deep head's shares of deep, tuned and head (`DeepHead`)."""
         everyday = self.everyday
         if everyday is None:
             return lambda tuned: linear if tuned is None else (1.0 - self.tuned_weight) * linear + self.tuned_weight * tuned
@@ -293,6 +301,9 @@ class IntentModel:
             if tuned is None:
                 return g * linear + (1.0 - g) * head
             persuasion = (1.0 - self.tuned_weight) * linear + self.tuned_weight * tuned
+            if deep is not None and everyday.deep is not None:
+                ts, hs = everyday.deep.tuned_share, everyday.deep.head_share
+                return g * persuasion + (1.0 - g) * ((1.0 - ts - hs) * deep + ts * tuned + hs * head)
             return g * persuasion + (1.0 - g) * ((1.0 - everyday.tuned_weight) * head + everyday.tuned_weight * tuned)
 
         return mix
@@ -312,7 +323,8 @@ class IntentModel:
     def prepare(self) -> None:
         """Open (building on first use) the int8 files of both tuned halves, so that no live turn waits
         for an export: mpnet-6's takes about half a minute."""
-        for half in (self.tuned, self.escalation, self.everyday.tuned if self.everyday is not None else None):
+        for half in (self.tuned, self.escalation, self.everyday.tuned if self.everyday is not None else None,
+                     self.everyday.frozen if self.everyday is not None else None):
             if half is not None:
                 half.prepare()
 

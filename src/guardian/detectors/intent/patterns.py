@@ -39,7 +39,7 @@ mentions impoverished people ... guilt-tripping EE's inaction")
     "how can you", "lucky", ...) or in a turn that counts as ``hpos-``;
     and the listener B hesitated or refused within the horizon, or the turn
     itself counts as ``hpos-``; or (c), the everyday guilt trip (issue 25), a
-    sentence of a turn counting as ``hneg-``/``hpos-`` makes the speaker's
+    sentence of a turn whose top act is ``hneg-``/``hpos-`` (at any probability) makes the speaker's
     affection the price of compliance ("If you really loved me, you would ...",
     "if you cared about me"), with or without a refusal before it. Score = 0.5 +
     0.5 x P(act) when the turn counts as ``hpos-``/``hneg-``, else 0.5. Evidence:
@@ -218,7 +218,10 @@ def _put_down(t: Turn) -> Evidence | None:
 def _guilt_sentence(t: Turn, intent: Intent, after_refusal: bool, cfg: PatternConfig) -> Evidence | None:
     critical = _counts(intent, (FaceAct.HPOS_MINUS,), cfg)
     pressing = critical or _counts(intent, (FaceAct.HNEG_MINUS,), cfg)
-    if pressing:
+    # The conditional-affection words are the pressure themselves: the model need only agree that the
+    # turn presses or criticises (its top act), however unsure (round 3's everyday side spreads its
+    # probability more: "If you really loved me, ..." is hpos- at .34 where round 1 said .53).
+    if intent.face_act in (FaceAct.HPOS_MINUS, FaceAct.HNEG_MINUS):
         for span in sentences(t.text):
             if _CONDITIONAL_AFFECTION.search(span.text):
                 return evidence_for(t, span)
