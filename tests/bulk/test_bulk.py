@@ -267,3 +267,8 @@ def test_the_int8_encoder_reaches_every_worker_and_gives_the_per_window_rows(
         shared_encoder().clear()
     Screener(default_options)
     assert shared_encoder().precision != "int8"
+    from guardian.bulk.run import Summary
+
+    line = Summary(out=Path("rows.parquet"), screened=2, skipped=0, flagged=1, errors=0, seconds=1.0, engine="local",
+                   workers=1, peak_worker_rss_mb=500.0, detectors=options.detectors, encoder_precision="int8").text()
+    assert "detectors keyphrases, local (sentence encoder int8); rows in rows.parquet" in line

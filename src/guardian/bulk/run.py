@@ -48,6 +48,8 @@ class Summary:
     peak_worker_rss_mb: float
     detectors: tuple[str, ...] = ()
     notes: tuple[str, ...] = field(default_factory=tuple)
+    #: GUARDIAN_ENCODER_PRECISION when set (e.g. int8): named in the summary, since it moves decisions a little.
+    encoder_precision: str | None = None
 
     @property
     def per_s(self) -> float:
@@ -61,8 +63,8 @@ class Summary:
             f"{self.screened} conversations screened{skipped}: {self.flagged} flagged ({share} of those read), "
             f"{self.errors} errors; {self.seconds:.1f} s, {self.per_s:.2f} conversations/s "
             f"({self.engine}, {self.workers} worker{'s' if self.workers != 1 else ''}, "
-            f"peak {self.peak_worker_rss_mb:.0f} MB per worker); detectors {', '.join(self.detectors)}; "
-            f"rows in {self.out}"
+            f"peak {self.peak_worker_rss_mb:.0f} MB per worker); detectors {', '.join(self.detectors)}"
+            f"{f' (sentence encoder {self.encoder_precision})' if self.encoder_precision else ''}; rows in {self.out}"
         )
 
 
@@ -117,6 +119,7 @@ def run_bulk(options: BulkOptions, *, show_progress: bool | None = None) -> Summ
         out=options.out, screened=screened, skipped=skipped[0], flagged=flagged, errors=errors,
         seconds=time.perf_counter() - began, engine=options.engine, workers=stats.workers,
         peak_worker_rss_mb=stats.peak_worker_rss_mb, detectors=options.screen.detectors, notes=tuple(stats.notes),
+        encoder_precision=options.screen.encoder_precision,
     )
 
 
