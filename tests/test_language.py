@@ -16,7 +16,7 @@ from guardian.cli import main
 from guardian.conversation import Conversation
 from guardian.detectors.base import Detector
 from guardian.findings import Assessment
-from guardian.language import not_assessed_reason, text_reason
+from guardian.language import MIN_LETTERS, _has_letters, not_assessed_reason, text_reason
 from guardian.monitor import Monitor
 
 FRENCH = [
@@ -63,6 +63,12 @@ def test_french_and_german_are_not_assessed_english_with_a_french_word_is() -> N
 @pytest.mark.parametrize("text", ["ok", "hi", "Oui.", "Merci!", "Danke schön", "lol idk", ""])
 def test_short_text_counts_as_english(text: str) -> None:
     assert text_reason(text) is None
+
+
+@pytest.mark.parametrize("letters", [0, 1, 19, 20, 21, 400])
+def test_the_letter_count_stops_early_but_decides_as_a_full_count(letters: int) -> None:
+    text = "1 2, " * 50 + "é" * letters + " 3." * 30
+    assert _has_letters(text, MIN_LETTERS) is (sum(ch.isalpha() for ch in text) >= MIN_LETTERS)
 
 
 def test_analyze_runs_no_detector_on_a_french_window() -> None:
