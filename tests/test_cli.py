@@ -113,7 +113,7 @@ def test_an_unknown_encoder_precision_is_one_sentence_exit_2(
     captured = capsys.readouterr()
     assert captured.out == ""
     assert captured.err.strip().splitlines() == [
-        "error: GUARDIAN_ENCODER_PRECISION='float8' is not a precision; use float32 or bfloat16"
+        "error: GUARDIAN_ENCODER_PRECISION='float8' is not a precision; use float32, bfloat16 or int8"
     ]
 
 

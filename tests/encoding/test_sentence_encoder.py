@@ -64,7 +64,7 @@ def test_left_truncation_keeps_the_end() -> None:
 
 def test_unknown_precision_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GUARDIAN_ENCODER_PRECISION", "int3")
-    with pytest.raises(ModelUnavailable, match="float32 or bfloat16"):
+    with pytest.raises(ModelUnavailable, match="float32, bfloat16 or int8"):
         sentence_encoder.default_precision()
     monkeypatch.setenv("GUARDIAN_ENCODER_PRECISION", "FP32")
     assert sentence_encoder.default_precision() == "float32"

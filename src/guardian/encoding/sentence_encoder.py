@@ -95,7 +95,7 @@ def parse_precision(value: str | None) -> Precision | None:
         return "int8"
     if chosen:
         raise ModelUnavailable(
-            f"GUARDIAN_ENCODER_PRECISION={chosen!r} is not a precision; use float32 or bfloat16"
+            f"GUARDIAN_ENCODER_PRECISION={chosen!r} is not a precision; use float32, bfloat16 or int8"
         )
     return None
 
