@@ -5,10 +5,13 @@ from __future__ import annotations
 import dataclasses
 import json
 import sys
+from pathlib import Path
 
 import numpy as np
 
 from guardian.detectors.local.corpus import load_corpus
+from guardian.detectors.local.model import TurnModel
+from guardian.detectors.local.reply import fit_reply_head
 from guardian.detectors.local.train import TrainConfig, calibrate, dev_scores, fit, log
 
 
@@ -39,10 +42,16 @@ def chatbot_check(model: object) -> dict[str, int]:
 
 
 def main() -> None:
-    context = "--context" in sys.argv
+    """Specs as arguments ("key=value,key=value"); `--context`: the context feature; `--network DIR`:
+    keep that artifact's network (no fit; the reply head and calibration are redone per spec)."""
+    args = sys.argv[1:]
+    context = "--context" in args
+    network = Path(args[args.index("--network") + 1]) if "--network" in args else None
+    specs = [a for i, a in enumerate(args) if a != "--context" and a != "--network"
+             and (i == 0 or args[i - 1] != "--network")]
     corpus = load_corpus(context=context)
     log("corpus loaded")
-    for spec in (a for a in sys.argv[1:] if a != "--context"):
+    for spec in specs:
         config = TrainConfig()
         for item in filter(None, spec.split(",")):
             key, value = item.split("=")
@@ -50,13 +59,19 @@ def main() -> None:
             parsed = value in ("1", "true") if kind is bool else kind(value)
             config = dataclasses.replace(config, **{key: parsed})
         config = dataclasses.replace(config, context=context)
-        model, history = fit(corpus.data, corpus.train, corpus.dev, config=config)
+        if network is None:
+            model, history = fit(corpus.data, corpus.train, corpus.dev, config=config)
+        else:
+            model, history = TurnModel.load(network), [{"epoch": 0, "dev_loss": 0.0}]
+            model.reply_w = model.reply_b = None
+        reply = fit_reply_head(model, corpus, c=config.reply_c, seed=config.seed) if config.reply_c > 0 else {}
         s = dev_scores(model, corpus)
         kinds = np.array(s.kind)
         mm = kinds == "mentalmanip"
         metrics = calibrate(model, corpus)
         replies = chatbot_check(model)
         bot = np.char.startswith(kinds.astype(str), "chatbot")
+        reply_scores = s.reply if s.reply is not None else np.zeros(len(kinds))
         best = min(history, key=lambda h: h["dev_loss"])
         print(json.dumps({
             "spec": spec, "best_epoch": best["epoch"],
@@ -64,6 +79,8 @@ def main() -> None:
             "high": metrics["dev_flagged_high"], "medium": metrics["dev_flagged_medium"],
             "chatbot": replies,
             "chatbot_auc": round(auc(s.manip_logit[bot & s.positive], s.manip_logit[bot & ~s.positive]), 4),
+            "chatbot_reply_auc": round(auc(reply_scores[bot & s.positive], reply_scores[bot & ~s.positive]), 4),
+            "reply_head": reply,
             "thresholds": metrics["thresholds"], "assistant": metrics.get("dev_flagged_assistant"),
             "tech": metrics["dev_technique_micro_f1"], "vuln": metrics["dev_vulnerability_micro_f1"],
         }), flush=True)

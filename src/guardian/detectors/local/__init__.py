@@ -2,7 +2,7 @@
 
 Per-turn path: `detector` (the Detector), `model` (NumPy weights), `features`,
 `scam_requests`. Training only, never imported by those: `corpus`, `data`, `augment`, `labels`,
-`train` (what `guardian train` runs). `LocalModelDetector` is imported on first access,
+`reply`, `train` (what `guardian train` runs). `LocalModelDetector` is imported on first access,
 so importing a training module does not load the detector, and the reverse never happens.
 """
 

@@ -246,7 +246,7 @@ class LocalModelDetector(Detector):
             out.append(_Scored(w.turns, x, TurnScores(
                 manipulation=scores.manipulation[part], scam=scores.scam[part],
                 techniques=scores.techniques[part], vulnerabilities=scores.vulnerabilities[part],
-                logits=scores.logits[part],
+                logits=scores.logits[part], reply=None if scores.reply is None else scores.reply[part],
             )))
         return out
 
@@ -255,7 +255,8 @@ class LocalModelDetector(Detector):
     ) -> Assessment:
         model = model or self.model()  # looked up once per batch: each lookup reads the settings and paths
         s = scored.scores
-        combined = np.maximum(s.manipulation, s.scam)
+        manipulation = self._manipulation(s)
+        combined = np.maximum(manipulation, s.scam)
         top = int(np.argmax(combined))
         probability = float(combined[top])
         # A turn that sounds manipulative or like a scam *and* asks for a code, a password, gift cards... is flagged
@@ -266,13 +267,13 @@ class LocalModelDetector(Detector):
             if combined[i] >= request_threshold and (spans := request_sentences(scored.turns[i].text))
         }
         scam_flagged = {i for i in range(len(scored.turns)) if s.scam[i] >= threshold or i in requests}
-        flagged = [i for i in range(len(scored.turns)) if s.manipulation[i] >= threshold or i in scam_flagged]
+        flagged = [i for i in range(len(scored.turns)) if manipulation[i] >= threshold or i in scam_flagged]
         latest = len(scored.turns) - 1
         blamed = latest if latest in flagged else (max(flagged, key=lambda i: combined[i]) if flagged else top)
         findings: list[Finding] = []
         for i in flagged:
             turn = scored.turns[i]
-            if s.manipulation[i] >= threshold:
+            if manipulation[i] >= threshold:
                 techs = s.techniques[i]
                 chosen = [j for j in np.argsort(-techs) if techs[j] >= model.technique_ratio * techs.max()]
                 vulns = s.vulnerabilities[i]
@@ -324,8 +325,16 @@ class LocalModelDetector(Detector):
         vectors = self.encoder().encode([sp.text for sp in spans])
         rows = np.stack([replace_turn_vector(scored.features[i], v) for v in vectors])
         scores = model.score(rows)
-        values = scores.scam if column == "scam" else scores.logits
+        values = scores.scam if column == "scam" else (
+            scores.logits if self._kind != "assistant" or scores.reply is None else self._manipulation(scores))
         return spans[int(np.argmax(values))]
+
+    def _manipulation(self, s: TurnScores) -> np.ndarray:
+        """p(manipulative) of each turn: in chatbot threads (`kind="assistant"`) the higher of the network's
+        and the reply head's, elsewhere the network's (docs/model-card.md)."""
+        if self._kind == "assistant" and s.reply is not None:
+            return np.maximum(s.manipulation, s.reply)
+        return s.manipulation
 
 
 def artifact_size_mb() -> float:

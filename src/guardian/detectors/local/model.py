@@ -68,6 +68,9 @@ class TurnScores:
     techniques: np.ndarray  # (n, 11)
     vulnerabilities: np.ndarray  # (n, 5)
     logits: np.ndarray  # (n,) raw manipulation logit (evidence ranking)
+    #: Calibrated probability that the turn is a manipulative reply to a user (the reply head), when the
+    #: artifact has one; the detector reads it in chatbot threads only (`kind="assistant"`).
+    reply: np.ndarray | None = None
 
 
 @dataclass
@@ -96,6 +99,10 @@ class TurnModel:
     #: Window label head (`window_label_logits`): (3 * hidden, 11 + 5) and (16,), when trained with one.
     label_w: np.ndarray | None = None
     label_b: np.ndarray | None = None
+    #: Reply head (`reply_probability`): logistic regression over the turn's MiniLM vector, calibrated:
+    #: (DIM,) and (1,), when trained with one.
+    reply_w: np.ndarray | None = None
+    reply_b: np.ndarray | None = None
 
     def threshold(self, sensitivity: str) -> float:
         if sensitivity not in SENSITIVITIES:
@@ -138,7 +145,20 @@ class TurnModel:
             techniques=_sigmoid(labels[:, : len(TECHNIQUES)]),
             vulnerabilities=_sigmoid(labels[:, len(TECHNIQUES) :]),
             logits=z[:, MANIP],
+            reply=self.reply_probability(x),
         )
+
+    def reply_probability(self, x: np.ndarray) -> np.ndarray | None:
+        """p(manipulative reply) of feature rows from the turn's own vector (the first block of a row).
+
+        Why apart from the network: the network learned manipulation from movie lines and calls; as a
+        reply to a user's request it ranked a polite password reminder above gaslighting (dev AUC .79
+        on the chatbot exchanges), where a linear model over the reply's vector alone separates them
+        (.95). Read in chatbot threads only, where the speaker is known to answer a user.
+        """
+        if self.reply_w is None or self.reply_b is None:
+            return None
+        return _sigmoid(np.asarray(x, dtype=np.float32)[:, : len(self.reply_w)] @ self.reply_w + self.reply_b[0])
 
     # -- storage ---------------------------------------------------------------------------------
 
@@ -147,6 +167,8 @@ class TurnModel:
         labels: dict[str, Any] = {}  # Any: numpy types savez(**kw) as its allow_pickle flag
         if self.label_w is not None and self.label_b is not None:
             labels = {"label_w": self.label_w, "label_b": self.label_b}
+        if self.reply_w is not None and self.reply_b is not None:
+            labels.update(reply_w=self.reply_w, reply_b=self.reply_b)
         np.savez(directory / WEIGHTS, w1=self.w1.astype(np.float16), b1=self.b1, w2=self.w2, b2=self.b2, **labels)
         manifest = {
             "format": FORMAT,
@@ -183,7 +205,8 @@ class TurnModel:
             raise ArtifactError(f"{WEIGHTS} does not match its checksum (a partial copy or an edit)")
         with np.load(weights, allow_pickle=False) as npz:
             arrays = {k: np.asarray(npz[k], dtype=np.float32) for k in ("w1", "b1", "w2", "b2")}
-            label_arrays = {k: np.asarray(npz[k], dtype=np.float32) for k in ("label_w", "label_b") if k in npz}
+            label_arrays = {k: np.asarray(npz[k], dtype=np.float32)
+                            for k in ("label_w", "label_b", "reply_w", "reply_b") if k in npz}
         return cls(
             **arrays,
             manip_platt=(float(manifest["manip_platt"][0]), float(manifest["manip_platt"][1])),

@@ -27,6 +27,7 @@ from guardian.detectors.local.corpus import Corpus, chatbot_exchanges_path, load
 from guardian.detectors.local.data import TECHNIQUES, VULNERABILITIES, Bag, TrainingSet
 from guardian.detectors.local.labels import fit_label_head
 from guardian.detectors.local.model import MANIP, OUTPUTS, SCAM, TECH, VULN, TurnModel
+from guardian.detectors.local.reply import fit_reply_head
 from guardian.progress import Progress
 
 
@@ -56,8 +57,12 @@ class TrainConfig:
     #: L2 of the window label head (`labels.fit_label_head`; 0: none, the per-turn heads answer).
     #: .03 / .1 / .3 / 1: dev technique micro-F1 .459 / .466 / .451 / .451 (lab/turn_labels.py).
     label_l2: float = 0.1
-    #: Weight of the chatbot exchanges' bags (`data/chatbot/exchanges.jsonl`; 0: not trained on).
-    chatbot_weight: float = 4.0
+    #: Weight of the chatbot exchanges' bags in the network (`data/chatbot/exchanges.jsonl`; 0: the
+    #: reply head alone learns from them). 4 / 8: dev AUC on them .79 at best, ordinary calls flagged
+    #: more (lab/turn_sweep.py; docs/model-card.md).
+    chatbot_weight: float = 0.0
+    #: Inverse L2 of the reply head (`reply.fit_reply_head`; 0: none).
+    reply_c: float = 1.0
 
 
 @dataclass
@@ -181,6 +186,7 @@ def fit(
              and (b.source != "chatbot" or config.chatbot_weight > 0)]
     history: list[dict[str, float]] = []
     best: tuple[float, dict[str, torch.Tensor]] | None = None
+    dev = [b for b in dev if b.source != "chatbot" or config.chatbot_weight > 0]
     dev_batches = [_collate(dev[i : i + 256], config) for i in range(0, len(dev), 256)]
     for epoch in range(config.epochs):
         net.train()
@@ -275,6 +281,8 @@ class DevScores:
     vuln: np.ndarray
     tech_true: np.ndarray  # nan rows where the dialogue has no labels
     vuln_true: np.ndarray
+    #: Highest reply-head probability (zeros without a reply head).
+    reply: np.ndarray | None = None
 
 
 def dev_scores(model: TurnModel, corpus: Corpus) -> DevScores:
@@ -284,7 +292,7 @@ def dev_scores(model: TurnModel, corpus: Corpus) -> DevScores:
         if b.source in ("mentalmanip_maj", "mentalmanip_hint", "augment"):
             continue
         groups.setdefault((b.source, b.conversation_id), []).append(b)
-    kind, positive, manip, scam, tech, vuln, tt, vt = [], [], [], [], [], [], [], []
+    kind, positive, manip, scam, tech, vuln, tt, vt, reply = [], [], [], [], [], [], [], [], []
     for (source, _), bags in groups.items():
         rows = np.concatenate([b.rows for b in bags])
         label = bags[0].label
@@ -294,6 +302,7 @@ def dev_scores(model: TurnModel, corpus: Corpus) -> DevScores:
         manip.append(z[rows, MANIP].max())
         scam.append(z[rows, SCAM].max())
         labels = model.score(corpus.data.features[rows])  # the conversation as one window, as evaluation does
+        reply.append(0.0 if labels.reply is None else float(labels.reply.max()))
         tech.append(labels.techniques[top])
         vuln.append(labels.vulnerabilities[top])
         with_t = next((b.techniques for b in bags if b.techniques is not None), None)
@@ -301,7 +310,7 @@ def dev_scores(model: TurnModel, corpus: Corpus) -> DevScores:
         tt.append(with_t if with_t is not None else np.full(len(TECHNIQUES), np.nan))
         vt.append(with_v if with_v is not None else np.full(len(VULNERABILITIES), np.nan))
     return DevScores(kind, np.array(positive), np.array(manip), np.array(scam), np.array(tech), np.array(vuln),
-                     np.array(tt), np.array(vt))
+                     np.array(tt), np.array(vt), np.array(reply))
 
 
 def _ratio_decisions(scores: np.ndarray, ratio: float) -> np.ndarray:
@@ -357,18 +366,32 @@ def calibrate(model: TurnModel, corpus: Corpus) -> dict[str, object]:
         thresholds[level] = float(min((t for t in grid if t >= floor and quiet(t)), default=0.99))
     # Chatbot threads (the middleware): an assistant has no reason to sound heated, so its operating
     # point is set by the assistant dialogues alone (same budget as medium), not by everyday quarrels.
+    # There the reply head joins (`detector._manipulation`); among the thresholds that keep the task
+    # dialogues quiet, the one that best tells the dev chatbot exchanges' manipulative replies from the
+    # benign ones (most flagged minus benign flagged; the higher threshold on a tie).
     assistant = [k for k in ordinary if k.startswith("sgd")]
+    bot = np.maximum(combined, scores.reply if scores.reply is not None else 0.0)
     if assistant:
-        thresholds["assistant"] = float(min(
-            (t for t in grid if t >= 0.05 and t <= thresholds["medium"]
-             and all(float((combined[kinds == k] >= t).mean()) <= FALSE_ALARM_BUDGET["medium"] for k in assistant)),
-            default=thresholds["medium"],
-        ))
+        quiet_for_tasks = [
+            float(t) for t in np.unique(np.concatenate([grid, np.round(bot, 4)]))
+            if 0.05 <= t <= thresholds["medium"]
+            and all(float((bot[kinds == k] >= t).mean()) <= FALSE_ALARM_BUDGET["medium"] for k in assistant)
+        ]
+        chat = np.char.startswith(kinds.astype(str), "chatbot")
+        if quiet_for_tasks and chat.any() and scores.positive[chat].any() and (~scores.positive[chat]).any():
+            def separation(t: float) -> tuple[float, float]:
+                flagged = bot[chat] >= t
+                y = scores.positive[chat]
+                return float(flagged[y].mean() - flagged[~y].mean()), t
+
+            thresholds["assistant"] = max(quiet_for_tasks, key=separation)
+        else:
+            thresholds["assistant"] = min(quiet_for_tasks, default=thresholds["medium"])
     model.thresholds = thresholds
     model.scam_threshold = thresholds["medium"]
     metrics: dict[str, object] = {"thresholds": thresholds}
     for level, threshold in thresholds.items():
-        flagged = combined >= threshold
+        flagged = (bot if level == "assistant" else combined) >= threshold
         per_kind = {k: round(float(flagged[kinds == k].mean()), 4) for k in sorted(set(kinds))}
         y, p = scores.positive[mm], flagged[mm]
         per_kind["mentalmanip_accuracy"] = round(float((y == p).mean()), 4)
@@ -409,11 +432,13 @@ def train_and_save(
     from guardian.corpora.datasets import file_sha256, mentalmanip_path
 
     # The chatbot exchanges join the default corpus; a run on given conversation files reads only those.
-    with_chatbot = conversations is None and config.chatbot_weight > 0 and chatbot_exchanges_path().is_file()
+    with_chatbot = (conversations is None and (config.chatbot_weight > 0 or config.reply_c > 0)
+                    and chatbot_exchanges_path().is_file())
     corpus = load_corpus(seed=config.seed, mentalmanip=mentalmanip, conversations=conversations, progress=progress,
                          context=config.context, chatbot=None if with_chatbot else [])
     model, history = fit(corpus.data, corpus.train, corpus.dev, config=config, progress=progress)
     label_head = fit_label_head(model, corpus, l2=config.label_l2, seed=config.seed) if config.label_l2 > 0 else {}
+    reply_head = fit_reply_head(model, corpus, c=config.reply_c, seed=config.seed) if config.reply_c > 0 else {}
     metrics = calibrate(model, corpus)
     files = [*(mentalmanip or [mentalmanip_path("con"), mentalmanip_path("maj")]),
              *(sorted(conversations_dir().glob("*.jsonl")) if conversations is None else conversations),
@@ -423,6 +448,7 @@ def train_and_save(
         "config": {k: getattr(config, k) for k in config.__dataclass_fields__},
         "history": history,
         "label_head": label_head,
+        "reply_head": reply_head,
         "n_train_bags": len(corpus.train),
         "n_dev_bags": len(corpus.dev),
         "n_turns": int(corpus.data.features.shape[0]),
