@@ -90,6 +90,43 @@ def test_the_shipped_model_blocks_held_out_manipulative_replies() -> None:
     assert blocked["benign"] <= BENIGN_CEILING * n["benign"], (blocked, n)
 
 
-#: Set from the shipped model's held-out measurement (docs/model-card.md), a little below/above it.
-MANIPULATIVE_FLOOR = 0.0
-BENIGN_CEILING = 1.0
+#: A little under / over the shipped model's held-out measurement: 27 of 49 blocked, 6 of 42 benign
+#: (the artifact before the reply head: 18 and 10; docs/model-card.md).
+MANIPULATIVE_FLOOR = 0.5
+BENIGN_CEILING = 0.17
+
+
+@pytest.mark.slow
+def test_the_reply_head_speaks_in_chatbot_threads_only() -> None:
+    """Elsewhere (`kind` unset) the network alone decides, so everyday talk keeps its false-alarm rates;
+    in a chatbot thread the reply head lifts a reply that belittles its user."""
+    from guardian.detectors.local.detector import LocalModelDetector
+
+    thread = Conversation.from_pairs([
+        ("User", "Could you check the units in my physics homework?"),
+        ("Assistant", "I could, but honestly I'm embarrassed for you. Anyone with a brain gets units right, "
+                      "so maybe stop pretending you belong in that class."),
+    ])
+    chatbot = LocalModelDetector(kind="assistant", sensitivity="medium")
+    plain = LocalModelDetector(sensitivity="medium")
+    scored = chatbot.score_windows([thread])[0].scores
+    assert scored.reply is not None
+    in_chat, elsewhere = chatbot.analyze(thread), plain.analyze(thread)
+    assert in_chat.decision and in_chat.manipulator == "Assistant", in_chat.probability
+    assert in_chat.probability == pytest.approx(max(float(scored.reply[-1]), elsewhere.probability or 0.0))
+    assert all(f.speaker == "Assistant" and f.evidence[0].turn == 1 for f in in_chat.findings)
+
+
+def test_the_reply_head_round_trips(tmp_path: Path) -> None:
+    from guardian.detectors.local.model import TurnModel
+
+    rng = np.random.default_rng(0)
+    model = TurnModel(w1=rng.normal(size=(8, 4)).astype(np.float32), b1=np.zeros(4, np.float32),
+                      w2=rng.normal(size=(4, 18)).astype(np.float32), b2=np.zeros(18, np.float32),
+                      manip_platt=(1.0, 0.0), scam_platt=(1.0, 0.0), thresholds={"medium": 0.5}, scam_threshold=0.5,
+                      reply_w=rng.normal(size=3).astype(np.float32), reply_b=np.array([0.25], np.float32))
+    again = TurnModel.load(model.save(tmp_path / "m"))
+    x = rng.normal(size=(5, 8)).astype(np.float32)
+    assert again.score(x).reply is not None
+    np.testing.assert_allclose(again.score(x).reply, model.score(x).reply, rtol=1e-6)
+    np.testing.assert_allclose(model.score(x).reply, 1 / (1 + np.exp(-(x[:, :3] @ model.reply_w + 0.25))), rtol=1e-5)
