@@ -25,9 +25,9 @@ from guardian.taxonomy import FaceAct
 EVERYDAY = bundled_data_dir() / "faceacts" / "everyday.csv"
 #: Floors for the shipped model on the held-out everyday part (measured: docs/intent.md, "Everyday
 #: conversations"); a regression below them fails here, the figures themselves come from the file.
-TEST_ACCURACY_FLOOR = 0.65  # measured .699 (round 1's everyday side: .595; the persuasion-only model: .295)
-TEST_MACRO_F1_FLOOR = 0.45  # measured .500 (round 1's: .438)
-TEST_SHOWN_PRECISION_FLOOR = 0.8  # measured .853 on the 46 % of turns shown
+TEST_ACCURACY_FLOOR = 0.55  # measured .595 (the shipped persuasion-only model: .295)
+TEST_MACRO_F1_FLOOR = 0.40  # measured .438
+TEST_SHOWN_PRECISION_FLOOR = 0.75  # measured .857 on the 13 % of turns shown
 
 
 def test_conversation_domain_is_the_sigmoid_of_the_running_mean_logit() -> None:
@@ -164,13 +164,9 @@ def test_guideline_cues_flag_the_markers_the_labellers_read() -> None:
 
 
 @pytest.mark.slow
-def test_the_shipped_everyday_side_reads_frozen_mpnet6_vectors_of_the_turn_and_the_turn_before() -> None:
+def test_the_frozen_mpnet6_encoder_gives_unit_vectors_and_remembers_them() -> None:
     from guardian.detectors.intent.frozen import FROZEN_DIM, shared_frozen_encoder
 
-    model = load_model()
-    assert model.everyday is not None and model.everyday.deep is not None
-    deep = model.everyday.deep
-    assert 0.0 <= deep.tuned_share + deep.head_share < 1.0
     encoder = shared_frozen_encoder()
     v = encoder.encode(["Could you send me the report?", "Please send me the report.", "I love this song.", ""])
     assert v.shape == (4, FROZEN_DIM) and not v[3].any()
@@ -180,13 +176,29 @@ def test_the_shipped_everyday_side_reads_frozen_mpnet6_vectors_of_the_turn_and_t
 
 
 @pytest.mark.slow
-def test_the_deep_head_survives_a_save_and_load(tmp_path: Path) -> None:
+def test_a_deep_head_is_read_for_everyday_turns_and_survives_a_save_and_load(tmp_path: Path) -> None:
+    """The round-3 candidate's deep head (not in the bundled artifact: docs/intent.md, "Round 3"),
+    fitted here on 120 train-part rows, attached to a copy of the bundled model."""
+    from guardian.detectors.intent.domain_train import fit_deep
+
+    train = part_of(load_faceacts(EVERYDAY), "train")[:120]
+    deep = fit_deep(train)
+    assert deep.coef.shape[0] == len(deep.classes) and 0.0 < 1.0 - deep.tuned_share - deep.head_share <= 1.0
     shutil.copytree(bundled_artifact_dir(), tmp_path / "m")
-    model = load_model()
-    assert model.everyday is not None and model.everyday.deep is not None
-    model.everyday.save(tmp_path / "m")
-    again = IntentModel.load(tmp_path / "m")
+    model = IntentModel.load(tmp_path / "m")
+    assert model.everyday is not None and model.everyday.deep is None
+    work = Conversation.from_pairs([("Ann", "Morning Tom."), ("Tom", "Morning."),
+                                    ("Ann", "Send me the report by five today.")], id="work")
+    before = IntentDetector(model_path=tmp_path / "m").analyze(work).intents[0]
+    from guardian.detectors.intent.domain import EverydayHead
+
+    head = model.everyday
+    shutil.copytree(tmp_path / "m", tmp_path / "deep")  # another folder: models are loaded once per path
+    EverydayHead(classes=head.classes, coef=head.coef, intercept=head.intercept, word=head.word, side=head.side,
+                 config=head.config, gate=head.gate, tuned_weight=head.tuned_weight,
+                 abstain_below=head.abstain_below, meta=head.meta, tuned=head.tuned, deep=deep).save(tmp_path / "deep")
+    again = IntentModel.load(tmp_path / "deep")
     assert again.everyday is not None and again.everyday.deep is not None
-    assert np.array_equal(again.everyday.deep.coef, model.everyday.deep.coef)
-    assert again.everyday.deep.classes == model.everyday.deep.classes
-    assert again.everyday.deep.cue_scale == model.everyday.deep.cue_scale
+    assert np.array_equal(again.everyday.deep.coef, deep.coef) and again.everyday.deep.classes == deep.classes
+    after = IntentDetector(model_path=tmp_path / "deep").analyze(work).intents[0]
+    assert after.score != before.score  # the deep head takes part in the everyday blend
