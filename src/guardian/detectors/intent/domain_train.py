@@ -123,6 +123,9 @@ def fit_head(
 #: The deep head (frozen mpnet-6 vectors of the turn and the turn before, `domain.DeepHead`), chosen by
 #: conversation-grouped 5-fold CV over the everyday train + dev parts (lab/intent_everyday_r3_cv.py).
 DEEP_C, DEEP_POWER, DEEP_CUE_SCALE, DEEP_TUNED_SHARE, DEEP_HEAD_SHARE = 2.0, 0.5, 0.3, 0.2, 0.0
+#: Whether `train_everyday` fits the deep head by default: off, because its extra int8 pass per everyday
+#: turn put the intent bench's p50 over 15 ms (docs/intent.md, "Round 3"); True builds round 3's candidate.
+EVERYDAY_DEEP = False
 
 
 def fit_deep(rows: Sequence[FaceActUtterance], *, c: float = DEEP_C, power: float = DEEP_POWER,
@@ -233,7 +236,7 @@ def tune_everyday_half(start: TunedFaceActs, persuasion: Sequence[FaceActUtteran
 
 
 def train_everyday(model: IntentModel, persuasion: Sequence[FaceActUtterance], everyday: Sequence[FaceActUtterance],
-                   *, data_sha256: str, tuned: TunedFaceActs | None = None, deep: bool = True,
+                   *, data_sha256: str, tuned: TunedFaceActs | None = None, deep: bool = EVERYDAY_DEEP,
                    progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Attach the everyday head to `model`: head, gate and everyday tuned half (`tuned`, else
     fine-tuned here) from the everyday train part, the abstention threshold from the dev part
