@@ -18,17 +18,15 @@ second segment the previous utterances, newest first, each tagged "same:" or
 from __future__ import annotations
 
 import atexit
-import contextlib
 import functools
 import hashlib
 import inspect
-import logging
 import os
 import shutil
 import tempfile
 import threading
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Literal, cast
@@ -38,6 +36,7 @@ import numpy as np
 from guardian import locations
 from guardian._env import apply_process_defaults
 from guardian.encoding.encoders import ENCODERS, HIDDEN, EncoderName, encoder_path
+from guardian.encoding.int8 import onnxruntime_module, quiet_root_logger
 from guardian.encoding.sentence_encoder import quiet_loss_property
 from guardian.errors import ModelUnavailable
 from guardian.taxonomy import FaceAct
@@ -223,33 +222,8 @@ def _pad(torch: Any, ids: list[list[int]], types: list[list[int]]) -> tuple[Any,
 
 
 def _onnxruntime(*, exporting: bool = False) -> Any:
-    """onnxruntime; with `exporting`, also onnx (torch's exporter and the quantiser need it,
-    running a cached int8 file does not, so it is not imported then)."""
-    apply_process_defaults()  # no telemetry lookup: before onnxruntime loads
-    try:
-        if exporting:
-            import onnx  # noqa: F401
-        import onnxruntime
-    except ImportError as exc:
-        raise ModelUnavailable(
-            f"the fine-tuned intent model runs in onnxruntime and needs {exc.name}, which is missing; "
-            "install guardian's dependencies with `make setup`"
-        ) from None
-    return onnxruntime
-
-
-@contextlib.contextmanager
-def _quiet_root_logger() -> Iterator[None]:
-    """Root-logger records below ERROR dropped, and no stderr handler installed by logging.warning()."""
-    root = logging.getLogger()
-    level, guard = root.level, logging.NullHandler()
-    root.addHandler(guard)  # logging.warning() calls basicConfig() on a root logger without handlers
-    root.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        root.setLevel(level)
-        root.removeHandler(guard)
+    """onnxruntime (and onnx when `exporting`): the shared loader, naming this model when it is missing."""
+    return onnxruntime_module(exporting=exporting, what="the fine-tuned intent model")
 
 
 def _export_int8(net: Any, tokenizer: Any, max_len: int, target: Path) -> None:
@@ -271,7 +245,7 @@ def _export_int8(net: Any, tokenizer: Any, max_len: int, target: Path) -> None:
                 dynamic_axes=axes, opset_version=17, dynamo=False,
             )
         try:
-            with _quiet_root_logger():  # the quantiser logs advice to the root logger (stderr)
+            with quiet_root_logger():  # the quantiser logs advice to the root logger (stderr)
                 quantize_dynamic(str(exported), str(part), weight_type=QuantType.QInt8, per_channel=True)
             part.replace(target)
         finally:
