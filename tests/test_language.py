@@ -16,7 +16,7 @@ from guardian.cli import main
 from guardian.conversation import Conversation
 from guardian.detectors.base import Detector
 from guardian.findings import Assessment
-from guardian.language import MIN_LETTERS, _has_letters, not_assessed_reason, text_reason
+from guardian.language import MIN_LETTERS, _has_letters, identify, not_assessed_reason, text_reason
 from guardian.monitor import Monitor
 
 FRENCH = [
@@ -69,6 +69,30 @@ def test_short_text_counts_as_english(text: str) -> None:
 def test_the_letter_count_stops_early_but_decides_as_a_full_count(letters: int) -> None:
     text = "1 2, " * 50 + "é" * letters + " 3." * 30
     assert _has_letters(text, MIN_LETTERS) is (sum(ch.isalpha() for ch in text) >= MIN_LETTERS)
+
+
+def test_the_line_by_line_walk_ranks_exactly_as_py3langid() -> None:
+    """guardian walks a window line by line and remembers the walks; py3langid walks it whole.
+    Same languages, same probabilities to the bit, on windows that share lines as a conversation's do,
+    cut anywhere, upper case, accents, emoji, lines without features, and no text at all."""
+    from py3langid.langid import MODEL_FILE, LanguageIdentifier
+
+    from guardian.language import _load
+
+    plain = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+    ours = _load()
+    assert type(ours) is not LanguageIdentifier  # the walk under test is really the one in use
+    lines = [text for pairs in (FRENCH, GERMAN, ENGLISH_WITH_FRENCH) for _, text in pairs]
+    lines += ["OK", "", "   ", "LEAVE ME ALONE. NOW.", "\u4f60\u597d\uff0c\u6211\u5f88\u597d\u3002 \U0001f600", "a\nb\n\nc"]
+    texts = ["\n".join(lines[i : i + n]) for n in (1, 3, 6) for i in range(len(lines))]
+    texts += [t[cut:] for t in texts[-4:] for cut in (1, 7, 30)] + ["", "\n\n"]
+    for _ in range(2):  # the second pass reads every line's walk from memory
+        for text in texts:
+            ranked = plain.rank(text)
+            assert ours.rank(text) == ranked, text
+            guess = identify(text)  # read from the scores, not from a ranking
+            assert (guess.language, guess.confidence) == ranked[0]
+            assert guess.english == next(p for code, p in ranked if code == "en")
 
 
 def test_analyze_runs_no_detector_on_a_french_window() -> None:

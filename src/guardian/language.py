@@ -17,6 +17,14 @@ so English with a French word or a name in it is still assessed.
 Language identification is py3langid (a naive Bayes model over byte n-grams that
 ships inside its wheel, ~1 s to load, ~0.2 ms a window): loaded on first use, once
 per process, and each window text's answer cached.
+
+Consecutive windows share most of their lines, and py3langid's cost is a Python loop that
+walks every byte through its n-gram automaton, so a conversation's text was walked once per
+window it falls in (~3.5 times for MentalManip's dialogues; ~20 % of a bulk run's window
+scoring, issue 23). `_LineWalkingIdentifier` walks a text line by line and remembers each
+(automaton state, line) walk: a later window re-walks only what is new. The walk is a pure
+function of its state and bytes and the counts are gathered in the same order, so the answer
+is exactly py3langid's (tests/test_language.py compares them).
 """
 
 from __future__ import annotations
@@ -58,19 +66,62 @@ def _load() -> Any:
     if _identifier is None:
         with _lock:
             if _identifier is None:
-                from py3langid.langid import MODEL_FILE, LanguageIdentifier
+                from py3langid.langid import MODEL_FILE
 
-                _identifier = LanguageIdentifier.from_model_file(MODEL_FILE, norm_probs=True)
+                _identifier = _identifier_class().from_model_file(MODEL_FILE, norm_probs=True)
     return _identifier
+
+
+def _identifier_class() -> Any:
+    """py3langid's `LanguageIdentifier` with a remembered line-by-line walk (see the module docstring)."""
+    from collections import Counter
+
+    from py3langid.langid import LanguageIdentifier
+
+    class _LineWalkingIdentifier(LanguageIdentifier):
+        def _raw_score(self, text: bytes) -> Any:
+            found: list[int] = []
+            state = 0
+            start = 0
+            while start < len(text):  # a line, then its newline: a window's last line is a later window's line
+                newline = text.find(b"\n", start)
+                end = len(text) if newline < 0 else newline + (newline == start)
+                state, features = _walk(state, text[start:end])
+                found.extend(features)
+                start = end
+            if not found:
+                return super()._raw_score(b"")  # py3langid's answer for a text without features
+            return self._sparse_score(Counter(found), self.nb_ptc)
+
+    return _LineWalkingIdentifier
+
+
+@lru_cache(maxsize=16384)
+def _walk(state: int, line: bytes) -> tuple[int, tuple[int, ...]]:
+    """The automaton's state after `line` from `state`, and the features it passed, in order
+    (py3langid's `visit_counts` loop, remembered)."""
+    identifier = _identifier
+    nextmove, rowbase, output = identifier.tk_nextmove, identifier._rowbase, identifier.tk_output
+    found = []
+    for byte in line:
+        state = nextmove[rowbase[state] + byte]
+        feature = output[state]
+        if feature >= 0:
+            found.append(feature)
+    return state, tuple(found)
 
 
 @lru_cache(maxsize=4096)
 def identify(text: str) -> LanguageGuess:
     """The most likely language of `text`, its probability, and English's probability."""
-    ranked: list[tuple[str, float]] = _load().rank(text)
-    language, confidence = ranked[0]
-    english = next((p for code, p in ranked if code == SUPPORTED), 0.0)
-    return LanguageGuess(language=str(language), confidence=float(confidence), english=float(english))
+    identifier = _load()
+    # py3langid's scores with each label's aliases folded into its first column: the top column and
+    # English's are what `rank` would list first and for "en", without ranking all ~140 labels.
+    scores = identifier._decide(text)
+    top = int(scores.argmax())
+    classes = identifier.nb_classes
+    english = float(scores[classes.index(SUPPORTED)]) if SUPPORTED in classes else 0.0
+    return LanguageGuess(language=str(classes[top]), confidence=float(scores[top]), english=english)
 
 
 def _has_letters(text: str, needed: int) -> bool:

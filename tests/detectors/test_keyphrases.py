@@ -102,3 +102,23 @@ def test_zero_width_characters_do_not_hide_a_key_phrase_and_the_quote_stays_verb
 
 def test_full_width_letters_match_after_nfkc() -> None:
     assert tokens("Ｙｏｕ're overreacting") == tokens("you are overreact")
+
+
+def test_the_token_index_finds_what_scoring_every_phrase_finds() -> None:
+    """The shipped phrases go through a token index with precomputed counts; scoring all 175 is the rule."""
+    import random
+
+    phrases = load_phrases()
+    rng = random.Random(7)
+    sentences = []
+    for phrase in phrases:  # around each phrase's threshold: all, one fewer, shuffled with filler
+        words = list(phrase.tokens)
+        sentences.append(" ".join(words))
+        sentences.append(" ".join(words[:-1]))
+        sentences.append(" ".join([*rng.sample(words, k=max(1, len(words) - 2)), "you", "the", "today"]))
+    matched = 0
+    for sentence in sentences:
+        indexed, scanned = match_sentence(sentence), match_sentence(sentence, phrases)
+        assert [(m.phrase.text, m.coverage) for m in indexed] == [(m.phrase.text, m.coverage) for m in scanned]
+        matched += bool(indexed)
+    assert matched > len(phrases)  # the check compared real matches, not empty lists

@@ -111,6 +111,18 @@ def load_phrases() -> tuple[KeyPhrase, ...]:
 
 
 @cache
+def _needed_counts() -> tuple[int, ...]:
+    """Per shipped phrase, the fewest of its tokens a sentence must contain: the smallest count whose
+    coverage passes `match_sentence`'s test, so the loop compares integers instead of calling the
+    `required` property of every phrase sharing a token (~95 per sentence, "you" and "be" are in many)."""
+    out = []
+    for phrase in load_phrases():
+        n = len(phrase.tokens)
+        out.append(next((k for k in range(1, n + 1) if k / n >= phrase.required - 1e-9), n + 1))
+    return tuple(out)
+
+
+@cache
 def _phrases_by_token() -> dict[str, tuple[tuple[int, int], ...]]:
     """Token -> (position of a shipped phrase containing it, how many times it does)."""
     index: dict[str, list[tuple[int, int]]] = {}
@@ -135,15 +147,14 @@ def match_sentence(sentence: str, phrases: tuple[KeyPhrase, ...] | None = None) 
     if phrases is None:
         shipped = load_phrases()
         index = _phrases_by_token()
+        needed = _needed_counts()
         counts: dict[int, int] = {}
         for token in toks:
             for n, times in index.get(token, ()):
                 counts[n] = counts.get(n, 0) + times
-        for n in sorted(counts):
+        for n in sorted(n for n, c in counts.items() if c >= needed[n]):
             phrase = shipped[n]
-            cov = counts[n] / len(phrase.tokens)
-            if cov >= phrase.required - 1e-9:
-                found.append(PhraseMatch(phrase, cov))
+            found.append(PhraseMatch(phrase, counts[n] / len(phrase.tokens)))
         found.sort(key=lambda m: (-m.coverage, -len(m.phrase.tokens)))
         return found
     for phrase in phrases:

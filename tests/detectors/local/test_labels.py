@@ -109,3 +109,21 @@ def test_a_corpus_without_labels_keeps_the_per_turn_heads() -> None:
     corpus = Corpus(data=TrainingSet(features=np.zeros((3, FEATURES), np.float32), bags=[bag]), train=[bag], dev=[])
     assert fit_label_head(model, corpus, l2=0.1) == {}
     assert model.label_w is None
+
+
+def test_repeated_rows_score_as_their_first_copy() -> None:
+    """Overlapping windows repeat rows; the hidden layer runs once per distinct row and the copies
+    must score exactly as the row scored alone (bulk rows equal live rows)."""
+    rng = np.random.default_rng(3)
+    rows = rng.normal(size=(5, FEATURES)).astype(np.float32)
+    model = small_model()
+    windows = [rows[:2], rows[:3], rows[1:5]]  # as a conversation's windows overlap
+    together = model.score(np.vstack(windows), windows=[len(w) for w in windows])
+    at = 0
+    for w in windows:
+        alone = model.score(w)
+        part = slice(at, at + len(w))
+        at += len(w)
+        assert np.array_equal(together.manipulation[part], alone.manipulation)
+        assert np.array_equal(together.techniques[part], alone.techniques)
+        assert np.array_equal(together.vulnerabilities[part], alone.vulnerabilities)

@@ -165,6 +165,11 @@ class LocalModelDetector(Detector):
     @property
     def threshold(self) -> float:
         """Decision threshold: `[local] threshold` when set, else the sensitivity's."""
+        return self._threshold_of(None)
+
+    def _threshold_of(self, model: TurnModel | None) -> float:
+        """`threshold`, with the model already looked up (each lookup reads the settings and resolves
+        two folders: three per conversation were ~6 % of a bulk run's window scoring, issue 23)."""
         if self._threshold is not None:
             return self._threshold
         from guardian.config import settings
@@ -172,7 +177,7 @@ class LocalModelDetector(Detector):
         configured = settings().local.threshold
         if configured is not None:
             return configured
-        model = self.model()
+        model = model or self.model()
         if self._kind == "assistant" and self.sensitivity == "medium" and "assistant" in model.thresholds:
             return model.thresholds["assistant"]
         return model.threshold(self.sensitivity)
@@ -189,9 +194,9 @@ class LocalModelDetector(Detector):
         out = [self.empty(w) for w in windows]
         if not live:
             return out
-        scored = self.score_windows([windows[n] for n in live])
-        threshold = self.threshold
         model = self.model()
+        scored = self.score_windows([windows[n] for n in live], model=model)
+        threshold = self._threshold_of(model)
         done = [self._assess(windows[n], s, threshold, model) for n, s in zip(live, scored, strict=True)]
         elapsed = (time.perf_counter() - started) * 1000 / len(live)
         for n, assessment in zip(live, done, strict=True):
@@ -212,10 +217,11 @@ class LocalModelDetector(Detector):
         live = [c for c in conversations if any(t.text.strip() for t in c.turns)]
         if not live:
             return
-        threshold = self.threshold
-        floor = min(threshold, self.model().thresholds.get("high", threshold))
+        model = self.model()
+        threshold = self._threshold_of(model)
+        floor = min(threshold, model.thresholds.get("high", threshold))
         texts: list[str] = []
-        for scored in self.score_windows(live):
+        for scored in self.score_windows(live, model=model):
             s = scored.scores
             for i in np.flatnonzero(np.maximum(s.manipulation, s.scam) >= floor):  # as `_assess` flags and quotes
                 text = scored.turns[int(i)].text
@@ -231,9 +237,9 @@ class LocalModelDetector(Detector):
         if texts:
             self.encoder().encode(list(dict.fromkeys(texts)))
 
-    def score_windows(self, windows: Sequence[Conversation]) -> list[_Scored]:
+    def score_windows(self, windows: Sequence[Conversation], *, model: TurnModel | None = None) -> list[_Scored]:
         """Every turn of every window scored in its context (the window's earlier turns)."""
-        model = self.model()
+        model = model or self.model()
         texts = list(dict.fromkeys(t.text for w in windows for t in w.turns))
         vectors = dict(zip(texts, self.encoder().encode(texts), strict=True))
         rows = [turn_rows(w.turns, np.stack([vectors[t.text] for t in w.turns]), context=model.context)

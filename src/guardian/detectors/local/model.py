@@ -127,8 +127,7 @@ class TurnModel:
     def score(self, x: np.ndarray, *, windows: Sequence[int] | None = None) -> TurnScores:
         """Scores of feature rows; `windows`: the lengths of the consecutive windows the rows form
         (the label head pools over each), one window of all rows by default."""
-        hidden = self.hidden(np.asarray(x, dtype=np.float32))
-        z = np.asarray(hidden @ self.w2 + self.b2, dtype=np.float32)
+        hidden, z = self._network(np.asarray(x, dtype=np.float32))
         labels = z[:, TECH.start : VULN.stop]
         if self.label_w is not None and len(z):
             lengths = list(windows) if windows is not None else [len(z)]
@@ -147,6 +146,15 @@ class TurnModel:
             logits=z[:, MANIP],
             reply=self.reply_probability(x),
         )
+
+    def _network(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Hidden layer and output logits of `x`, each distinct row computed once."""
+        unique, inverse = _unique_rows(x)
+        if unique is None:
+            hidden = self.hidden(x)
+            return hidden, np.asarray(hidden @ self.w2 + self.b2, dtype=np.float32)
+        hidden = self.hidden(x[unique])  # the rest are copies
+        return hidden[inverse], np.asarray(hidden @ self.w2 + self.b2, dtype=np.float32)[inverse]
 
     def reply_probability(self, x: np.ndarray) -> np.ndarray | None:
         """p(manipulative reply) of feature rows from the turn's own vector (the first block of a row).
@@ -227,6 +235,29 @@ def window_pool(hidden: np.ndarray, manip_logits: np.ndarray) -> np.ndarray:
     attention = np.exp(manip_logits - manip_logits.max())
     attention /= attention.sum()
     return np.concatenate([hidden.mean(axis=0), attention @ hidden])
+
+
+def _unique_rows(x: np.ndarray) -> tuple[np.ndarray | None, np.ndarray]:
+    """The first row of each distinct value of `x` and, per row, which of them it is; None when all differ.
+
+    Why: the windows of one conversation overlap, so a turn whose context the window start does not cut
+    gives the same feature row in every later window (a bulk run scored each row ~3.5 times, and the
+    hidden layer was the largest part of window scoring, issue 23). Rows are compared by their bytes,
+    so a copy is exactly the row it stands for.
+    """
+    seen: dict[bytes, int] = {}
+    first: list[int] = []
+    inverse = np.empty(len(x), dtype=np.intp)
+    for i, row in enumerate(x):
+        key = row.tobytes()
+        k = seen.get(key)
+        if k is None:
+            k = seen[key] = len(first)
+            first.append(i)
+        inverse[i] = k
+    if len(first) == len(x):
+        return None, inverse
+    return np.asarray(first, dtype=np.intp), inverse
 
 
 def window_label_logits(model: TurnModel, hidden: np.ndarray, manip_logits: np.ndarray) -> np.ndarray:
