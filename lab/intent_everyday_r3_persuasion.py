@@ -1,10 +1,13 @@
-"""What an everyday side changes on the persuasion corpus (issue 25, round 3): a bound for its CV figures.
+"""What an everyday side changes on the persuasion corpus (issue 25, rounds 3-4): a bound for its CV figures.
 
 As `lab/intent_everyday_persuasion.py`, for the everyday side of an artifact folder (its gate, head,
 everyday tuned half and deep head); the persuasion halves' probabilities come from stage 1 of round
 1 (`lab/intent_everyday_features.py`: unchanged halves). The turns the everyday tuned half reads
 (and with it the deep head) are where the everyday side weighs most; the share of utterances
 whose predicted act differs from the persuasion-only model's bounds the change of the corpus' CV.
+A gated deep head (round 4, `DeepHead.gated`) is followed as the detector runs it: the everyday tuned
+half counts only for the routed turns the deep head is unsure of and the conversation's budget admits
+(the budget counts every turn, routed or not, as the live model does).
 Usage: python lab/intent_everyday_r3_persuasion.py FEATS.npz ARTIFACT_DIR
 """
 
@@ -56,6 +59,7 @@ def main(path: str, artifact: str) -> None:
     if head.deep is not None:
         deep[idx] = head.deep_proba([utts[i] for i in idx], classes)
     old, new = np.zeros_like(tuned), np.zeros_like(tuned)
+    read_by_half = np.zeros(len(rows), bool)
     b_old: dict[str, EscalationBudget] = defaultdict(EscalationBudget)
     b_new: dict[str, EscalationBudget] = defaultdict(EscalationBudget)
     for i in order:
@@ -63,21 +67,36 @@ def main(path: str, artifact: str) -> None:
         p = 0.5 * lin[i] + 0.5 * tuned[i]
         old[i] = 0.5 * lin[i] + 0.5 * esc[i] if b_old[cid].admit(bool(p.max() < ESCALATE_BELOW)) else p
         t = t2[i] if routed[i] else tuned[i]
+        gated = bool(routed[i] and head.deep is not None and head.deep.gated)
+        skip = gated and not (b_new[cid].admit(bool(deep[i].max() < head.deep.tuned_below))  # type: ignore[union-attr]
+                              )
+        if gated:
+            read_by_half[i] = not skip
 
-        def mix(t: np.ndarray, i: int = i, g: float = g) -> np.ndarray:
+        def mix(t: np.ndarray, i: int = i, g: float = g, skip: bool = skip) -> np.ndarray:
             if routed[i] and head.deep is not None:
                 ts, hs = head.deep.tuned_share, head.deep.head_share
+                if skip:  # the gated deep head was sure: its blend without the half
+                    ev = ((1 - ts - hs) * deep[i] + hs * hp[i]) / (1 - ts)
+                    return g * (0.5 * lin[i] + 0.5 * lin[i]) + (1 - g) * ev
                 ev = (1 - ts - hs) * deep[i] + ts * t + hs * hp[i]
             else:
                 ev = (1 - head.tuned_weight) * hp[i] + head.tuned_weight * t
             return g * (0.5 * lin[i] + 0.5 * t) + (1 - g) * ev
 
         q = mix(t)
-        new[i] = mix(esc[i]) if not routed[i] and b_new[cid].admit(bool(q.max() < ESCALATE_BELOW)) else q
+        if routed[i]:
+            if not gated:
+                b_new[cid].admit(False)  # counted all the same, as the detector does
+            new[i] = q
+        else:
+            new[i] = mix(esc[i]) if b_new[cid].admit(bool(q.max() < ESCALATE_BELOW)) else q
     gold = np.array([classes.index(r.face_act) for r in rows])
     po, pn = old.argmax(1), new.argmax(1)
     print(f"{len(rows)} utterances; read by the everyday tuned half (and the deep head): {routed.mean():.4f}; "
           f"persuasion-likeness g < .5: {np.mean(gs < .5):.4f}, < .9: {np.mean(gs < .9):.4f}")
+    if head.deep is not None and head.deep.gated:
+        print(f"gated deep head: the everyday tuned half read for {read_by_half.sum()} of the {routed.sum()} routed turns")
     print(f"predicted act differs from the persuasion-only model's: {np.mean(po != pn):.4f}")
     print(f"in-sample accuracy (trained on these rows; only the difference means anything): "
           f"persuasion-only {np.mean(po == gold):.4f}, with the everyday side {np.mean(pn == gold):.4f}")

@@ -29,7 +29,7 @@ import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -101,13 +101,26 @@ class ConversationDomain:
         return 1.0 / (1.0 + math.exp(-z))
 
 
+class _Admits(Protocol):
+    """A conversation's budget of extra passes (`model.EscalationBudget`)."""
+
+    def admit(self, unsure: bool) -> bool: ...
+
+
 @dataclass(frozen=True, slots=True)
 class DeepHead:
     """Logistic regression on frozen mpnet-6 vectors (`frozen`) of the turn and of the turn before it
     (x `PREV_WEIGHT`) and, with `cue_scale` > 0, the guideline cues of both (`cues`; the previous
     turn's at half weight). On everyday turns it is the most accurate part (round 3 in
     docs/intent.md); the everyday side reads (1 - tuned_share - head_share) x this + tuned_share x
-    the everyday tuned half + head_share x the MiniLM everyday head."""
+    the everyday tuned half + head_share x the MiniLM everyday head.
+
+    `tuned_below` < 1: the everyday tuned half is read only for the turns this head is unsure of (top
+    probability under `tuned_below`) while the conversation's budget of extra passes has room
+    (`EverydayHead.deep_then_tuned`); the others get the blend without it, its share spread over the
+    rest. Why: a third pass on every everyday turn put the bench over its latency target, and in
+    conversation-grouped CV the half helped only where the deep head was unsure (round 4 in
+    docs/intent.md: a third of the turns make the pass, accuracy unchanged)."""
 
     classes: list[FaceAct]
     coef: np.ndarray
@@ -115,8 +128,14 @@ class DeepHead:
     cue_scale: float
     tuned_share: float
     head_share: float
+    tuned_below: float = 1.0
 
     PREV_WEIGHT = 0.6
+
+    @property
+    def gated(self) -> bool:
+        """Whether the tuned half is read only for unsure turns (see the class docstring)."""
+        return 0.0 < self.tuned_share < 1.0 and self.tuned_below < 1.0
 
     def design(self, utterances: Sequence[Utterance], encoder: FrozenEncoder) -> np.ndarray:
         from guardian.detectors.intent.cues import N_CUES, cue_vector
@@ -173,6 +192,28 @@ class EverydayHead:
         assert self.deep is not None and self.frozen is not None
         return self.deep.proba(self.deep.design(utterances, self.frozen), classes)
 
+    def deep_then_tuned(self, utterances: Sequence[Utterance], pairs: Sequence[tuple[str, str]],
+                        classes: Sequence[FaceAct], budgets: Sequence[_Admits] | None,
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """A gated deep head's part of a turn, in one worker beside the linear half: (deep head
+        probabilities, rows the tuned half read, its probabilities there (zeros elsewhere)), all in
+        `classes` order. The tuned half reads the rows the deep head is unsure of (top probability
+        under `tuned_below`) that the conversation's budget admits; each row is counted once by it.
+        Why here: the pass then overlaps the linear half's MiniLM pass instead of following it."""
+        assert self.deep is not None and self.tuned is not None
+        deep = self.deep_proba(utterances, classes)
+        below = deep.max(axis=1) < self.deep.tuned_below
+        if budgets is not None:
+            below = np.array([b.admit(bool(u)) for b, u in zip(budgets, below, strict=True)], dtype=bool)
+        rows = np.flatnonzero(below)
+        tuned = np.zeros_like(deep)
+        if rows.size:
+            read = self.tuned.predict_proba([pairs[int(i)] for i in rows])
+            for j, c in enumerate(self.tuned.classes):
+                if c in classes:
+                    tuned[rows, list(classes).index(c)] = read[:, j]
+        return deep, rows, tuned
+
     def proba(self, utterances: Sequence[Utterance], u_vecs: np.ndarray, ctx_vecs: np.ndarray,
               classes: Sequence[FaceAct]) -> np.ndarray:
         """The head's probabilities, in `classes` order (the model's)."""
@@ -202,7 +243,7 @@ class EverydayHead:
             arrays.update(deep_coef=self.deep.coef.astype(np.float32), deep_intercept=self.deep.intercept.astype(np.float32))
         np.savez_compressed(directory / EVERYDAY_FILE, **arrays)  # type: ignore[arg-type]
         meta = {
-            **self.meta,
+            **{k: v for k, v in self.meta.items() if k != "deep"},  # a loaded head's, rewritten below if it has one
             "classes": [str(c) for c in self.classes],
             "config": {f: getattr(self.config, f) for f in type(self.config).__dataclass_fields__},
             "word": {"params": _jsonable(self.word.params), "vocabulary": self.word.vocabulary},
@@ -212,7 +253,7 @@ class EverydayHead:
         if self.deep is not None:
             meta["deep"] = {"classes": [str(c) for c in self.deep.classes], "cue_scale": self.deep.cue_scale,
                             "tuned_share": self.deep.tuned_share, "head_share": self.deep.head_share,
-                            "encoder": FROZEN_ENCODER, "layers": FROZEN_LAYERS}
+                            "tuned_below": self.deep.tuned_below, "encoder": FROZEN_ENCODER, "layers": FROZEN_LAYERS}
         if self.tuned is not None:
             self.tuned.save(directory, file=EVERYDAY_TUNED_FILE, int8=True)
         else:
@@ -254,7 +295,7 @@ class EverydayHead:
                                  f"this version runs {FROZEN_ENCODER}-{FROZEN_LAYERS}")
             deep = DeepHead([FaceAct(c) for c in d["classes"]], arrays["deep_coef"].astype(np.float32),
                             arrays["deep_intercept"].astype(np.float32), float(d["cue_scale"]),
-                            float(d["tuned_share"]), float(d["head_share"]))
+                            float(d["tuned_share"]), float(d["head_share"]), float(d.get("tuned_below", 1.0)))
             width = 2 * FROZEN_DIM + (2 * N_CUES if deep.cue_scale else 0)
             if deep.coef.shape != (len(deep.classes), width):
                 raise ValueError(f"everyday deep head weights have shape {deep.coef.shape}, expected "

@@ -123,14 +123,17 @@ def fit_head(
 #: The deep head (frozen mpnet-6 vectors of the turn and the turn before, `domain.DeepHead`), chosen by
 #: conversation-grouped 5-fold CV over the everyday train + dev parts (lab/intent_everyday_r3_cv.py).
 DEEP_C, DEEP_POWER, DEEP_CUE_SCALE, DEEP_TUNED_SHARE, DEEP_HEAD_SHARE = 2.0, 0.5, 0.3, 0.2, 0.0
-#: Whether `train_everyday` fits the deep head by default: off, because its extra int8 pass per everyday
-#: turn put the intent bench's p50 over 15 ms (docs/intent.md, "Round 3"); True builds round 3's candidate.
-EVERYDAY_DEEP = False
+#: The everyday tuned half is read only for turns whose blend without it is below this (round 4: in the
+#: same CV the half read for the unsure third of the turns did as well as read for all; 1.0 reads it
+#: always, round 3's candidate, whose third pass per everyday turn put the bench over 15 ms).
+DEEP_TUNED_BELOW = 0.4
+#: Whether `train_everyday` fits the deep head by default (docs/intent.md, "Round 3" and "Round 4").
+EVERYDAY_DEEP = True
 
 
 def fit_deep(rows: Sequence[FaceActUtterance], *, c: float = DEEP_C, power: float = DEEP_POWER,
              cue_scale: float = DEEP_CUE_SCALE, tuned_share: float = DEEP_TUNED_SHARE,
-             head_share: float = DEEP_HEAD_SHARE) -> DeepHead:
+             head_share: float = DEEP_HEAD_SHARE, tuned_below: float = DEEP_TUNED_BELOW) -> DeepHead:
     """The deep head on everyday rows alone (the persuasion corpus' conventions are what it must not
     learn), class weights (n / (k x count)) ** power; the vectors from the int8 encoder the detector runs."""
     from sklearn.linear_model import LogisticRegression
@@ -143,7 +146,7 @@ def fit_deep(rows: Sequence[FaceActUtterance], *, c: float = DEEP_C, power: floa
     cw = class_weights(labels, power=power)
     clf = LogisticRegression(C=c, max_iter=3000).fit(x, np.array(labels), sample_weight=np.array([cw[y] for y in labels]))
     return DeepHead([FaceAct(k) for k in clf.classes_], np.asarray(clf.coef_, dtype=np.float32),
-                    np.asarray(clf.intercept_, dtype=np.float32), cue_scale, tuned_share, head_share)
+                    np.asarray(clf.intercept_, dtype=np.float32), cue_scale, tuned_share, head_share, tuned_below)
 
 
 def precision_threshold(

@@ -104,7 +104,9 @@ class EscalationBudget:
     A turn is escalated when linear + MiniLM are unsure of it and the conversation has spent fewer
     than `rate` x (its turns so far) + `slack` escalations: a cumulative budget, so a calm stretch
     leaves room for a hard one later, and no conversation spends more than `rate` of its turns
-    (plus `slack`) on the expensive half, whatever its domain. Mutable, one per conversation, fed
+    (plus `slack`) on the expensive half, whatever its domain. The same budget pays for the everyday
+    tuned half that a gated deep head asks for on the turns it is unsure of (`tuned_on_unsure`): one
+    allowance of extra passes per conversation, whichever half takes them. Mutable, one per conversation, fed
     its turns in order (the detector keeps one per conversation id; evaluation one per dialogue).
     """
 
@@ -169,6 +171,7 @@ class IntentModel:
             escalation.threads = ESCALATION_THREADS
             escalation.max_len = min(ESCALATION_MAX_LEN, escalation.config.max_len)
         self.escalated = 0  # utterances the escalation half re-assessed (evaluation reports the share)
+        self.tuned_on_unsure = 0  # everyday turns a gated deep head sent on to the everyday tuned half
         self._everyday: EverydayHead | None = None
         self.everyday = everyday
 
@@ -237,7 +240,8 @@ class IntentModel:
             return np.vstack([r[0] for r in rows]), np.vstack([r[1] for r in rows])
         routed = everyday_half is not None and domains is not None and domains[0].everyday_so_far()
         half = (everyday_half if routed else self.tuned) if tuned else None
-        pending = deep_pending = None
+        pending: Any = None
+        deep_pending: Any = None
         deep_head = self.everyday.deep if routed and self.everyday is not None else None
         pairs: list[tuple[str, str]] = []
         if half is not None:
@@ -246,10 +250,13 @@ class IntentModel:
             # them. Prepared here, not in the worker: two threads importing transformers at once fail.
             self.prepare()
             pairs = [pair_text(u.text, u.speaker, u.opener, u.context) for u in utterances]
-            if deep_head is None or deep_head.tuned_share > 0:  # a deep head that gives the half no share replaces it
+            # A deep head that gives the half no share replaces it; a gated one has it read in its own worker.
+            if deep_head is None or (deep_head.tuned_share > 0 and not deep_head.gated):
                 pending = _tuned_pool().submit(half.predict_proba, pairs)
             if deep_head is not None and self.everyday is not None:
-                deep_pending = _tuned_pool().submit(self.everyday.deep_proba, utterances, self.classes)
+                deep_pending = (_tuned_pool().submit(self.everyday.deep_then_tuned, utterances, pairs, self.classes,
+                                                     budgets) if deep_head.gated else
+                                _tuned_pool().submit(self.everyday.deep_proba, utterances, self.classes))
             x, u_vecs, ctx_vecs = _linear_pool().submit(self.features, utterances).result()
         else:
             x, u_vecs, ctx_vecs = self.features(utterances)
@@ -259,13 +266,23 @@ class IntentModel:
         p /= p.sum(axis=1, keepdims=True)
         if self.classes != self.linear_classes:
             p = self._aligned_rows(self.linear_classes, p)
-        mix = self._mixer(p, utterances, u_vecs, ctx_vecs, domains,
-                          deep=deep_pending.result() if deep_pending is not None else None)
+        gated = deep_head is not None and deep_head.gated
+        deep_part: Any = deep_pending.result() if deep_pending is not None else None
+        deep, read, tuned_p = deep_part if gated else (deep_part, None, None)  # deep_then_tuned's triple
+        mix = self._mixer(p, utterances, u_vecs, ctx_vecs, domains, deep=deep)
         if half is None or (pending is None and deep_pending is None):
             return mix(None), u_vecs
-        # Without the half's pass (a deep head that replaces it), the persuasion side is the linear half's.
-        p = mix(self._aligned(half, pending.result()) if pending is not None else p)
-        if routed and budgets is not None:
+        if read is not None and tuned_p is not None:
+            # A gated deep head: the blend without the half, and with it where the deep head was unsure
+            # (the half read those in the deep head's worker, beside the linear half, within the budget).
+            p = mix(p, without_tuned=True)
+            if read.size:
+                self.tuned_on_unsure += int(read.size)
+                p[read] = mix(tuned_p)[read]
+        else:
+            # Without the half's pass (a deep head that replaces it), the persuasion side is the linear half's.
+            p = mix(self._aligned(half, pending.result()) if pending is not None else p)
+        if routed and budgets is not None and not gated:
             for b in budgets:  # counted all the same: the budget follows the conversation's turns
                 b.admit(False)
         if self.escalation is not None and not routed:
@@ -285,7 +302,7 @@ class IntentModel:
     def _mixer(
         self, linear: np.ndarray, utterances: Sequence[Utterance], u_vecs: np.ndarray, ctx_vecs: np.ndarray,
         domains: Sequence[ConversationDomain] | None, *, deep: np.ndarray | None = None,
-    ) -> Callable[[np.ndarray | None], np.ndarray]:
+    ) -> Callable[..., np.ndarray]:
         """The final probabilities as a function of a tuned half's (None: no tuned half): linear and
         tuned averaged by `tuned_weight`; with an everyday head, that average weighted by the
         persuasion-likeness g and the head's own average with the tuned half by 1 - g; with the
@@ -297,12 +314,16 @@ class IntentModel:
         head = everyday.proba(utterances, u_vecs, ctx_vecs, self.classes)
         g = self._persuasion_likeness(u_vecs, domains)[:, None]
 
-        def mix(tuned: np.ndarray | None) -> np.ndarray:
+        def mix(tuned: np.ndarray | None, *, without_tuned: bool = False) -> np.ndarray:
+            """`without_tuned`: `tuned` is the linear half's (no tuned pass): the deep head's blend
+            gives the half's share to the others."""
             if tuned is None:
                 return g * linear + (1.0 - g) * head
             persuasion = (1.0 - self.tuned_weight) * linear + self.tuned_weight * tuned
             if deep is not None and everyday.deep is not None:
                 ts, hs = everyday.deep.tuned_share, everyday.deep.head_share
+                if without_tuned:
+                    return g * persuasion + (1.0 - g) * ((1.0 - ts - hs) * deep + hs * head) / (1.0 - ts)
                 return g * persuasion + (1.0 - g) * ((1.0 - ts - hs) * deep + ts * tuned + hs * head)
             return g * persuasion + (1.0 - g) * ((1.0 - everyday.tuned_weight) * head + everyday.tuned_weight * tuned)
 
