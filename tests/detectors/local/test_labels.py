@@ -113,7 +113,10 @@ def test_a_corpus_without_labels_keeps_the_per_turn_heads() -> None:
 
 def test_repeated_rows_score_as_their_first_copy() -> None:
     """Overlapping windows repeat rows; the hidden layer runs once per distinct row and the copies
-    must score exactly as the row scored alone (bulk rows equal live rows)."""
+    score as the row scored alone. Up to float32 rounding, not bit for bit: BLAS may sum a product's
+    terms in another order for another number of rows (on the 2026-11-26 host a 2-row and a 5-row
+    product differed in the 7th digit), so that is all a row can promise here; the rows the engines
+    write are compared exactly in tests/bulk."""
     rng = np.random.default_rng(3)
     rows = rng.normal(size=(5, FEATURES)).astype(np.float32)
     model = small_model()
@@ -124,6 +127,5 @@ def test_repeated_rows_score_as_their_first_copy() -> None:
         alone = model.score(w)
         part = slice(at, at + len(w))
         at += len(w)
-        assert np.array_equal(together.manipulation[part], alone.manipulation)
-        assert np.array_equal(together.techniques[part], alone.techniques)
-        assert np.array_equal(together.vulnerabilities[part], alone.vulnerabilities)
+        for name in ("manipulation", "scam", "techniques", "vulnerabilities"):
+            np.testing.assert_allclose(getattr(together, name)[part], getattr(alone, name), rtol=1e-5, atol=1e-6)
