@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -107,12 +106,12 @@ def train(scorer: Scorer, bags: list[tuple[list[tuple[str, str]], float]], *, mi
           bag_batch: int, lr: float, seed: int) -> dict[str, Any]:
     import torch
 
+    from guardian.encoding.finetune import batches_per_epoch, warmup_linear
+
     params = scorer.parameters()
     optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.01)
-    steps = epochs * math.ceil(len(bags) / bag_batch)
-    warm = max(1, int(0.06 * steps))
-    scheduler = torch.optim.lr_scheduler.LambdaLR(
-        optimizer, lambda s: min(1.0, s / warm) * max(0.0, (steps - s) / steps))
+    steps = epochs * batches_per_epoch(len(bags), bag_batch)
+    scheduler = warmup_linear(optimizer, steps)  # the project's fine-tuning schedule
     rng = np.random.default_rng(seed)
     began, step, losses = time.time(), 0, []
     for _epoch in range(epochs):

@@ -54,6 +54,22 @@ EVERYDAY_TUNED_FILE = "everyday_tuned.npz"
 PERSUASION_LIKE = 0.5
 
 
+def in_class_order(probabilities: np.ndarray, have: Sequence[FaceAct], want: Sequence[FaceAct]) -> np.ndarray:
+    """Probabilities over `have` as columns in `want`'s order, zero for the acts `have` lacks: every
+    part of the model (halves, heads) keeps its own class order and the blend reads the model's."""
+    out = np.zeros((len(probabilities), len(want)), dtype=np.float32)
+    for j, c in enumerate(have):
+        if c in want:
+            out[:, list(want).index(c)] = probabilities[:, j]
+    return out
+
+
+def _softmax_in_order(logits: np.ndarray, have: Sequence[FaceAct], want: Sequence[FaceAct]) -> np.ndarray:
+    logits = logits - logits.max(axis=1, keepdims=True)
+    p = np.exp(logits)
+    return in_class_order(p / p.sum(axis=1, keepdims=True), have, want)
+
+
 @dataclass(frozen=True, slots=True)
 class DomainGate:
     """Persuasion-likeness of one utterance: logit = vector . weights + bias (positive: persuasion)."""
@@ -150,15 +166,7 @@ class DeepHead:
 
     def proba(self, x: np.ndarray, classes: Sequence[FaceAct]) -> np.ndarray:
         """Probabilities in `classes` order from `design`'s rows."""
-        logits = x @ self.coef.T + self.intercept
-        logits -= logits.max(axis=1, keepdims=True)
-        p = np.exp(logits)
-        p /= p.sum(axis=1, keepdims=True)
-        out = np.zeros((len(x), len(classes)), dtype=np.float32)
-        for j, c in enumerate(self.classes):
-            if c in classes:
-                out[:, list(classes).index(c)] = p[:, j]
-        return out
+        return _softmax_in_order(x @ self.coef.T + self.intercept, self.classes, classes)
 
 
 class EverydayHead:
@@ -209,9 +217,7 @@ class EverydayHead:
         tuned = np.zeros_like(deep)
         if rows.size:
             read = self.tuned.predict_proba([pairs[int(i)] for i in rows])
-            for j, c in enumerate(self.tuned.classes):
-                if c in classes:
-                    tuned[rows, list(classes).index(c)] = read[:, j]
+            tuned[rows] = in_class_order(read, self.tuned.classes, classes)
         return deep, rows, tuned
 
     def proba(self, utterances: Sequence[Utterance], u_vecs: np.ndarray, ctx_vecs: np.ndarray,
@@ -221,15 +227,7 @@ class EverydayHead:
 
         x = assemble(utterances, u_vecs, ctx_vecs, self.word.transform([u.text for u in utterances]),
                      self.side.transform([side_text(u) for u in utterances]), self.config)
-        logits = np.asarray(x @ self.coef.T) + self.intercept
-        logits -= logits.max(axis=1, keepdims=True)
-        p = np.exp(logits)
-        p /= p.sum(axis=1, keepdims=True)
-        out = np.zeros((len(utterances), len(classes)), dtype=np.float32)
-        for j, c in enumerate(self.classes):
-            if c in classes:
-                out[:, list(classes).index(c)] = p[:, j]
-        return out
+        return _softmax_in_order(np.asarray(x @ self.coef.T) + self.intercept, self.classes, classes)
 
     # -- persistence --
 

@@ -35,6 +35,7 @@ from guardian.detectors.intent.domain import (
     EVERYDAY_META,
     ConversationDomain,
     EverydayHead,
+    in_class_order,
 )
 from guardian.detectors.intent.features import (
     CONTEXT as CONTEXT,  # re-exported: the features' old home
@@ -335,11 +336,7 @@ class IntentModel:
 
     def _aligned_rows(self, classes: Sequence[FaceAct], probabilities: np.ndarray) -> np.ndarray:
         """Probabilities over `classes` in this model's class order (zero for acts they lack)."""
-        aligned = np.zeros((len(probabilities), len(self.classes)), dtype=np.float32)
-        for j, c in enumerate(classes):
-            if c in self.classes:
-                aligned[:, self.classes.index(c)] = probabilities[:, j]
-        return aligned
+        return in_class_order(probabilities, classes, self.classes)
 
     def prepare(self) -> None:
         """Open (building on first use) the int8 files of both tuned halves, so that no live turn waits
