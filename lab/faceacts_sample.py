@@ -3,9 +3,16 @@
 Whole conversations are sampled (a few consecutive turns from each), so the
 held-out split of `guardian.corpora.conversations.split_of` stays by
 conversation. The previous turn is kept as context for the labellers.
-Usage: python lab/faceacts_sample.py OUT.csv [--round 2]
+Usage: python lab/faceacts_sample.py OUT.csv [--round 2|3|4]
 Round 2 (more training data) draws other conversations, from the train and dev
 parts only, so the held-out test part of round 1 stays what it was.
+Round 3 (the rare acts): single turns, with the turn before them, of other
+train/dev conversations, drawn among the turns that contain a phrase typical of
+the acts the set has least of (self-praise and denial, self-blame, easing the
+hearer's burden: `RARE_CUES`); the labellers are not told why a turn was drawn
+and label it with any of the nine acts. At most one turn per conversation.
+Round 4 (conflict talk): as round 2, stretches of 4 turns of other train/dev
+conversations, 60 MentalManip film dialogues and 15 DailyDialog ones (`PLAN_4`).
 """
 
 from __future__ import annotations
@@ -24,6 +31,23 @@ PLAN = {  # source -> (conversations, turns per conversation)
     "calls:benign": (25, 4),
     "calls:scam": (25, 4),
     "mentalmanip": (45, 4),
+}
+#: Round 4 (conflict talk): film dialogues, whose quarrels, guilt trips and denials the product's
+#: users meet most and the set had least of, and a few more everyday ones.
+PLAN_4 = {"mentalmanip": (60, 4), "dailydialog": (15, 4)}
+
+# Phrases that often carry spos+, spos- or hneg+ (a recall net, not a label: the labellers
+# see none of this). Group -> (turns to draw, pattern).
+RARE_CUES = {
+    "self": (90, r"\b(i've been (doing|working)|years of experience|i'm (good|great|an expert|certified|licensed|proud)"
+             r"|we('re| are) (a|the) (leading|registered|licensed|trusted|reputable|certified)|i never said|i didn't say"
+             r"|i did not|i'm not (lying|the one)|i know what i'm doing|trust me|i always|i'm very (good|experienced))"),
+    "blame": (70, r"\b(my (fault|mistake|bad\b)|i was wrong|i forgot|i messed up|i shouldn't have|stupid of me"
+              r"|i'm (so )?sorry (i|for|that i)|i apologi[sz]e for (my|the mistake)|i feel terrible|i'm (such )?an idiot)"),
+    "ease": (90, r"\b(no (pressure|rush|obligation|problem)|take your time|sorry to (bother|disturb|trouble)"
+             r"|if (it's|that's) (convenient|okay with you|alright)|at your convenience|feel free|you don't have to"
+             r"|up to you|whenever (you|it)|it's (easy|simple|free|quick)|only takes|don't worry|sorry for the"
+             r" (inconvenience|wait|trouble)|if you (don't|do not) mind|no need to)"),
 }
 
 
@@ -62,8 +86,11 @@ def main(out: str, *, round_: int = 1) -> None:
         "calls:scam": [c for c in calls if c.get("label") == "scam"],
         "mentalmanip": _mentalmanip(),
     }
-    rows = []
-    for source, (n_conv, per) in PLAN.items():
+    rows: list[dict] = []
+    if round_ == 3:
+        _draw_rare(pools, taken, rng, rows)
+        return _write(rows, out)
+    for source, (n_conv, per) in (PLAN_4 if round_ == 4 else PLAN).items():
         pool = pools[source]
         if round_ > 1:
             pool = [c for c in pool if c["id"] not in taken and split_of(c["id"]) != "test"]
@@ -85,6 +112,56 @@ def main(out: str, *, round_: int = 1) -> None:
                         "utterance": text,
                     }
                 )
+    _write(rows, out)
+
+
+def _draw_rare(pools: dict[str, list[dict]], taken: set[str], rng: random.Random, rows: list[dict]) -> None:
+    from guardian.corpora.conversations import split_of
+
+    candidates: dict[str, list[tuple[str, dict, int]]] = {group: [] for group in RARE_CUES}
+    for source, pool in pools.items():
+        for conv in pool:
+            if conv["id"] in taken or split_of(conv["id"]) == "test":
+                continue
+            for i, turn in enumerate(conv["turns"]):
+                text = turn["text"].strip().lower()
+                for group, (_, pattern) in RARE_CUES.items():
+                    if 3 <= len(text.split()) <= 60 and re.search(pattern, text):
+                        candidates[group].append((source, conv, i))
+                        break
+    used: set[str] = set()
+    picked = []
+    for group, (n, _) in RARE_CUES.items():
+        found = candidates[group]
+        rng.shuffle(found)
+        by_source: dict[str, int] = {}
+        for source, conv, i in found:
+            # no source more than 40 % of a group, one turn per conversation
+            if conv["id"] in used or by_source.get(source.split(":")[0], 0) >= 0.4 * n:
+                continue
+            used.add(conv["id"])
+            kind = source.split(":")[0]
+            by_source[kind] = by_source.get(kind, 0) + 1
+            picked.append((source, conv, i))
+            if sum(by_source.values()) >= n:
+                break
+    rng.shuffle(picked)
+    for source, conv, i in picked:
+        turns = conv["turns"]
+        rows.append(
+            {
+                "item": len(rows),
+                "source": source.split(":")[0],
+                "conversation_id": conv["id"],
+                "turn": i,
+                "speaker": turns[i]["speaker"],
+                "previous": turns[i - 1]["text"].strip() if i else "",
+                "utterance": turns[i]["text"].strip(),
+            }
+        )
+
+
+def _write(rows: list[dict], out: str) -> None:
     with open(out, "w", newline="", encoding="utf-8") as f:
         writer = csv.DictWriter(f, fieldnames=list(rows[0]))
         writer.writeheader()
