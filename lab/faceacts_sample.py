@@ -77,7 +77,8 @@ def main(out: str, *, round_: int = 1) -> None:
     taken: set[str] = set()
     if round_ > 1:
         with (ROOT / "data" / "faceacts" / "everyday.csv").open(encoding="utf-8") as f:
-            taken = {row["conversation_id"] for row in csv.DictReader(f)}
+            # the conversations of the earlier rounds only, so that a round drawn again is the same draw
+            taken = {row["conversation_id"] for row in csv.DictReader(f) if int(row.get("round") or 1) < round_}
     calls = _jsonl("calls")
     pools = {
         "dailydialog": _jsonl("dailydialog"),
@@ -89,7 +90,8 @@ def main(out: str, *, round_: int = 1) -> None:
     rows: list[dict] = []
     if round_ == 3:
         _draw_rare(pools, taken, rng, rows)
-        return _write(rows, out)
+        _write(rows, out)
+        return
     for source, (n_conv, per) in (PLAN_4 if round_ == 4 else PLAN).items():
         pool = pools[source]
         if round_ > 1:

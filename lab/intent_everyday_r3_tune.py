@@ -6,7 +6,8 @@ layers, more accurate than MiniLM on the corpus, three times its cost per pair) 
 recipe (`domain_train.tune_everyday_half`: the everyday train part's pairs twice, 500 persuasion
 pairs replayed, 2 epochs, lr 4e-5). Saves the half and its int8 probabilities for every everyday row
 (the dev rows choose, the test rows are read once by `lab/intent_everyday_r3_cv.py --test`).
-Usage: python lab/intent_everyday_r3_tune.py OUT_DIR [--start minilm|mpnet6]
+`--recipe EPOCHS,LR,REPEAT,REPLAY` overrides the recipe (`domain_train.TUNE_*`; e.g. 4,8e-5,3,300).
+Usage: python lab/intent_everyday_r3_tune.py OUT_DIR [--start minilm|mpnet6] [--recipe E,LR,R,P]
 """
 
 from __future__ import annotations
@@ -18,14 +19,20 @@ from pathlib import Path
 import numpy as np
 
 from guardian.corpora.datasets import faceacts_path, load_faceacts
+from guardian.detectors.intent import domain_train
 from guardian.detectors.intent.domain_train import part_of, tune_everyday_half
 from guardian.detectors.intent.model import load_model
 from guardian.detectors.intent.train import utterances_in_context
 from guardian.detectors.intent.tuned import pair_text
 
 
-def main(out: str, start_name: str) -> None:
+def main(out: str, start_name: str, recipe: str | None = None) -> None:
     import torch
+
+    if recipe:
+        epochs, lr, repeat, replay = recipe.split(",")
+        domain_train.TUNE_EPOCHS, domain_train.TUNE_LR = int(epochs), float(lr)
+        domain_train.TUNE_REPEAT, domain_train.TUNE_REPLAY = int(repeat), int(replay)
 
     torch.set_num_threads(2)
     model = load_model()
@@ -46,4 +53,5 @@ def main(out: str, start_name: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[sys.argv.index("--start") + 1] if "--start" in sys.argv else "minilm")
+    main(sys.argv[1], sys.argv[sys.argv.index("--start") + 1] if "--start" in sys.argv else "minilm",
+         sys.argv[sys.argv.index("--recipe") + 1] if "--recipe" in sys.argv else None)

@@ -25,9 +25,9 @@ from guardian.taxonomy import FaceAct
 EVERYDAY = bundled_data_dir() / "faceacts" / "everyday.csv"
 #: Floors for the shipped model on the held-out everyday part (measured: docs/intent.md, "Everyday
 #: conversations"); a regression below them fails here, the figures themselves come from the file.
-TEST_ACCURACY_FLOOR = 0.65  # measured .699 with round 4's gated deep head (round 1: .595; persuasion-only: .295)
-TEST_MACRO_F1_FLOOR = 0.45  # measured .4995 (round 1: .438)
-TEST_SHOWN_PRECISION_FLOOR = 0.80  # measured .875 on the 44 % of turns shown (round 1: .857 on 13 %)
+TEST_ACCURACY_FLOOR = 0.70  # measured .724 with round 5's mpnet-6 everyday half (round 4: .699; round 1: .595)
+TEST_MACRO_F1_FLOOR = 0.55  # measured .605 (round 4: .4995; round 1: .438)
+TEST_SHOWN_PRECISION_FLOOR = 0.82  # measured .862 on the 53 % of turns shown (round 4: .875 on 44 %)
 
 
 def test_conversation_domain_is_the_sigmoid_of_the_running_mean_logit() -> None:
@@ -67,7 +67,9 @@ def test_the_everyday_set_splits_by_conversation_and_keeps_both_labels() -> None
     third = [r for r in table if r["face_act"] not in (r["label_a"], r["label_b"])]
     assert len(third) == 4 and all(r["round"] == "2" for r in third)
     assert all(r["face_act"] in {a for (n, _), a in adjudicated.items() if n == "2"} for r in third)
-    assert {r["round"] for r in table} == {"1", "2"}
+    assert {r["round"] for r in table} == {"1", "2", "3", "4"}
+    # later rounds are training data: the held-out test part is round 1's conversations only
+    assert {r["round"] for r in table if r["conversation_id"] in ids["test"]} == {"1"}
 
 
 def test_renderers_show_no_intent_for_an_abstained_turn() -> None:
@@ -133,6 +135,19 @@ def test_everyday_acts_are_recognised_and_charity_descriptions_stay_in_charity_t
     ], id="donation")
     ask = detector.analyze(donation).intents[0]
     assert ask.face_act is FaceAct.HNEG_MINUS and ask.domain_intention is not None
+
+
+@pytest.mark.slow
+def test_the_bundled_example_shows_its_clear_intents(capsys: pytest.CaptureFixture[str]) -> None:
+    """What `make run` shows (issue 25's "done when"): the denial-and-put-down and the apology are
+    shown with their acts; what the model is unsure of is withheld, never shown wrong."""
+    example = Path(__file__).resolve().parents[3] / "examples" / "gaslighting.txt"
+    assert main(["analyze", str(example), "--format", "jsonl", "-d", "intent"]) == 0
+    rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+    shown = {r["turn"]: r["intents"][0]["face_act"] for r in rows if not r["intents"][0]["abstained"]}
+    assert shown.get(1) == "hpos-"  # "I never said that. You're overreacting, as usual."
+    assert shown.get(6) == "spos-"  # "Okay. I'm sorry."
+    assert all(act in {"hpos-", "hneg-", "spos-"} for act in shown.values())
 
 
 @pytest.mark.slow
