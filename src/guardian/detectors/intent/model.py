@@ -72,6 +72,10 @@ ESCALATION_THREADS = 2
 #: the bench's movie dialogue has long pairs (48 % over 64, 11 % on the corpus). CV with 64: accuracy .7241,
 #: macro-F1 .6416, hpos- .5431 (128: .7240 / .6424 / .5474); bench p50 14.7 vs 16.3-16.6 ms, p95 30 vs 41.
 ESCALATION_MAX_LEN = 64
+#: Word pieces the everyday tuned half reads per pair (trained on 128): since round 5 it is mpnet-6, whose
+#: pass bounds an everyday turn's time (it runs beside the linear half's MiniLM pass). Dev part: 64
+#: accuracy .652, macro-F1 .538 (128: .654 / .541; 48: .637 / .523).
+EVERYDAY_MAX_LEN = 64
 #: The escalation budget of one conversation: at most this share of its turns so far, plus
 #: `ESCALATION_SLACK`, go to the escalation half (`EscalationBudget`). Why: the share of unsure turns
 #: depends on the domain (28 % on the corpus, up to 60 % on the bench's movie dialogue), and past
@@ -184,6 +188,8 @@ class IntentModel:
     @everyday.setter
     def everyday(self, head: EverydayHead | None) -> None:
         self._everyday = head
+        if head is not None and head.tuned is not None:
+            head.tuned.max_len = min(EVERYDAY_MAX_LEN, head.tuned.config.max_len)
         acts = set(self.linear_classes) | (set(head.classes) if head is not None else set())
         self.classes = sorted(acts, key=list(FaceAct).index)
 
