@@ -103,17 +103,7 @@ def main(out: str, *, round_: int = 1) -> None:
                 text = turns[i]["text"].strip()
                 if not text:
                     continue
-                rows.append(
-                    {
-                        "item": len(rows),
-                        "source": source.split(":")[0],
-                        "conversation_id": conv["id"],
-                        "turn": i,
-                        "speaker": turns[i]["speaker"],
-                        "previous": turns[i - 1]["text"].strip() if i else "",
-                        "utterance": text,
-                    }
-                )
+                rows.append(_row(len(rows), source, conv, i))
     _write(rows, out)
 
 
@@ -149,18 +139,21 @@ def _draw_rare(pools: dict[str, list[dict]], taken: set[str], rng: random.Random
                 break
     rng.shuffle(picked)
     for source, conv, i in picked:
-        turns = conv["turns"]
-        rows.append(
-            {
-                "item": len(rows),
-                "source": source.split(":")[0],
-                "conversation_id": conv["id"],
-                "turn": i,
-                "speaker": turns[i]["speaker"],
-                "previous": turns[i - 1]["text"].strip() if i else "",
-                "utterance": turns[i]["text"].strip(),
-            }
-        )
+        rows.append(_row(len(rows), source, conv, i))
+
+
+def _row(item: int, source: str, conv: dict, i: int) -> dict:
+    """One item of a sample: turn `i` of `conv` with the turn before it as context."""
+    turns = conv["turns"]
+    return {
+        "item": item,
+        "source": source.split(":")[0],
+        "conversation_id": conv["id"],
+        "turn": i,
+        "speaker": turns[i]["speaker"],
+        "previous": turns[i - 1]["text"].strip() if i else "",
+        "utterance": turns[i]["text"].strip(),
+    }
 
 
 def _write(rows: list[dict], out: str) -> None:
