@@ -15,11 +15,11 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from guardian.corpora.datasets import faceacts_path, load_faceacts
-from guardian.detectors.intent import domain_train
 from guardian.detectors.intent.domain_train import part_of, tune_everyday_half
 from guardian.detectors.intent.model import load_model
 from guardian.detectors.intent.train import utterances_in_context
@@ -29,10 +29,10 @@ from guardian.detectors.intent.tuned import pair_text
 def main(out: str, start_name: str, recipe: str | None = None) -> None:
     import torch
 
+    options: dict[str, Any] = {}
     if recipe:
         epochs, lr, repeat, replay = recipe.split(",")
-        domain_train.TUNE_EPOCHS, domain_train.TUNE_LR = int(epochs), float(lr)
-        domain_train.TUNE_REPEAT, domain_train.TUNE_REPLAY = int(repeat), int(replay)
+        options = {"epochs": int(epochs), "lr": float(lr), "repeat": int(repeat), "replay": int(replay)}
 
     torch.set_num_threads(2)
     model = load_model()
@@ -41,7 +41,7 @@ def main(out: str, start_name: str, recipe: str | None = None) -> None:
     ev = load_faceacts("data/faceacts/everyday.csv")
     pe = load_faceacts(faceacts_path())
     t0 = time.time()
-    tuned = tune_everyday_half(start, pe, part_of(ev, "train"),
+    tuned = tune_everyday_half(start, pe, part_of(ev, "train"), **options,
                                progress=lambda s, n: print(f"step {s}/{n} {time.time() - t0:.0f} s", flush=True)
                                if s % 10 == 0 else None)
     Path(out).mkdir(parents=True, exist_ok=True)

@@ -15,15 +15,14 @@ Usage: python lab/intent_everyday_r5_variants.py HALF_DIR OUT_BASE SPEC [SPEC ..
 
 from __future__ import annotations
 
-import functools
 import json
 import shutil
 import sys
 from pathlib import Path
 
 from guardian.corpora.datasets import faceacts_path, file_sha256, load_faceacts
-from guardian.detectors.intent import domain_train
 from guardian.detectors.intent.domain import EVERYDAY_TUNED_FILE
+from guardian.detectors.intent.domain_train import train_everyday
 from guardian.detectors.intent.model import IntentModel, bundled_artifact_dir
 from guardian.detectors.intent.train import evaluate_file
 from guardian.detectors.intent.tuned import TunedFaceActs
@@ -37,15 +36,9 @@ def build(half_dir: Path, out: Path, spec: dict[str, float]) -> IntentModel:
     model = IntentModel.load(out)
     file = half_dir / EVERYDAY_TUNED_FILE
     half = TunedFaceActs.load(half_dir, file=EVERYDAY_TUNED_FILE) if file.is_file() else TunedFaceActs.load(half_dir)
-    original = domain_train.fit_deep
-    domain_train.HEAD_TUNED_WEIGHT = spec.get("htw", 0.5)
-    domain_train.fit_deep = functools.partial(original, tuned_share=spec.get("share", domain_train.DEEP_TUNED_SHARE),
-                                              tuned_below=spec.get("below", domain_train.DEEP_TUNED_BELOW))
-    try:
-        domain_train.train_everyday(model, load_faceacts(faceacts_path()), load_faceacts(EVERYDAY),
-                                    data_sha256=file_sha256(EVERYDAY), tuned=half, deep=bool(spec.get("deep", 1)))
-    finally:
-        domain_train.fit_deep = original
+    deep_fit = {k: spec[key] for k, key in (("tuned_share", "share"), ("tuned_below", "below")) if key in spec}
+    train_everyday(model, load_faceacts(faceacts_path()), load_faceacts(EVERYDAY), data_sha256=file_sha256(EVERYDAY),
+                   tuned=half, deep=bool(spec.get("deep", 1)), tuned_weight=spec.get("htw", 0.5), deep_fit=deep_fit)
     assert model.everyday is not None
     model.everyday.save(out)
     return IntentModel.load(out)

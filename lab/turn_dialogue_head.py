@@ -30,25 +30,23 @@ from guardian.detectors.local.model import MANIP, TurnModel, window_pool
 
 
 def auc(y: np.ndarray, s: np.ndarray) -> float:
-    order = np.argsort(s)
-    ranks = np.empty(len(s))
-    ranks[order] = np.arange(1, len(s) + 1)
-    pos = y.astype(bool)
-    return float((ranks[pos].sum() - pos.sum() * (pos.sum() + 1) / 2) / (pos.sum() * (~pos).sum()))
+    from sklearn.metrics import roc_auc_score
+
+    return float(roc_auc_score(y, s))
 
 
 def metrics(y: np.ndarray, s: np.ndarray, t: float, lengths: np.ndarray) -> dict[str, object]:
+    from sklearn.metrics import accuracy_score, f1_score
+
     pred = s >= t
-    tp, tn = int((pred & y).sum()), int((~pred & ~y).sum())
-    fp, fn = int((pred & ~y).sum()), int((~pred & y).sum())
-    f1_pos = 2 * tp / max(1, 2 * tp + fp + fn)
-    f1_neg = 2 * tn / max(1, 2 * tn + fp + fn)
+    fp, tn = int((pred & ~y).sum()), int((~pred & ~y).sum())
     by_len = {}
     for name, lo, hi in (("2-4", 2, 4), ("5-8", 5, 8), ("9+", 9, 10**6)):
         m = ~y & (lengths >= lo) & (lengths <= hi)
         by_len[name] = round(float(pred[m].mean()), 3) if m.any() else None
-    return {"accuracy": round((tp + tn) / len(y), 4), "macro_f1": round((f1_pos + f1_neg) / 2, 4),
-            "fpr": round(fp / max(1, fp + tn), 4), "recall": round(tp / max(1, tp + fn), 4), "fpr_by_turns": by_len}
+    return {"accuracy": round(float(accuracy_score(y, pred)), 4),
+            "macro_f1": round(float(f1_score(y, pred, average="macro", zero_division=0)), 4),
+            "fpr": round(fp / max(1, fp + tn), 4), "recall": round(float(pred[y].mean()), 4), "fpr_by_turns": by_len}
 
 
 def best_threshold(y: np.ndarray, s: np.ndarray) -> float:

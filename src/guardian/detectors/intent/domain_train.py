@@ -9,7 +9,7 @@ The fine-tuned halves are kept as they are: refitting them costs hours on two co
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Literal
 
@@ -224,8 +224,9 @@ SHOWN_PRECISION = 0.85
 
 def tune_everyday_half(start: TunedFaceActs, persuasion: Sequence[FaceActUtterance],
                        train: Sequence[FaceActUtterance], *, progress: Callable[[int, int], None] | None = None,
-                       ) -> TunedFaceActs:
-    """The everyday tuned half (`TUNE_*`): about 10 minutes from mpnet-6 on the 2 idle cores."""
+                       repeat: int = TUNE_REPEAT, replay: int = TUNE_REPLAY, epochs: int = TUNE_EPOCHS,
+                       lr: float = TUNE_LR) -> TunedFaceActs:
+    """The everyday tuned half (recipe `TUNE_*` by default): about 10 minutes from mpnet-6 on the 2 idle cores."""
     import random
 
     from guardian.detectors.intent.tuned import pair_text
@@ -234,21 +235,22 @@ def tune_everyday_half(start: TunedFaceActs, persuasion: Sequence[FaceActUtteran
     def pairs(rows: Sequence[FaceActUtterance]) -> list[tuple[str, str]]:
         return [pair_text(u.text, u.speaker, u.opener, u.context) for u in utterances_in_context(rows)]
 
-    replay = random.Random(25).sample(range(len(persuasion)), min(TUNE_REPLAY, len(persuasion)))
+    replayed = random.Random(25).sample(range(len(persuasion)), min(replay, len(persuasion)))
     pe_pairs = pairs(persuasion)
-    x = pairs(train) * TUNE_REPEAT + [pe_pairs[i] for i in replay]
-    y = [r.face_act for r in train] * TUNE_REPEAT + [persuasion[i].face_act for i in replay]
-    return train_tuned(x, y, config=replace(start.config, epochs=TUNE_EPOCHS, lr=TUNE_LR), start=start,
-                       progress=progress)
+    x = pairs(train) * repeat + [pe_pairs[i] for i in replayed]
+    y = [r.face_act for r in train] * repeat + [persuasion[i].face_act for i in replayed]
+    return train_tuned(x, y, config=replace(start.config, epochs=epochs, lr=lr), start=start, progress=progress)
 
 
 def train_everyday(model: IntentModel, persuasion: Sequence[FaceActUtterance], everyday: Sequence[FaceActUtterance],
                    *, data_sha256: str, tuned: TunedFaceActs | None = None, deep: bool = EVERYDAY_DEEP,
+                   tuned_weight: float = HEAD_TUNED_WEIGHT, deep_fit: Mapping[str, float] | None = None,
                    progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Attach the everyday head to `model`: head, gate and everyday tuned half (`tuned`, else
     fine-tuned here) from the everyday train part, the abstention threshold from the dev part
-    (scored as the live detector runs); with `deep`, the deep head on frozen mpnet-6 vectors too.
-    Returns what was chosen."""
+    (scored as the live detector runs); with `deep`, the deep head on frozen mpnet-6 vectors too
+    (`deep_fit`: `fit_deep`'s options, for experiments). `tuned_weight`: the half's share beside
+    the head. Returns what was chosen."""
     from guardian.detectors.intent.train import predict_in_turn_order
 
     train, dev = part_of(everyday, "train"), part_of(everyday, "dev")
@@ -268,8 +270,8 @@ def train_everyday(model: IntentModel, persuasion: Sequence[FaceActUtterance], e
             "tune": {"repeat": TUNE_REPEAT, "replay": TUNE_REPLAY, "epochs": TUNE_EPOCHS, "lr": TUNE_LR}}
     if deep:
         meta["deep_fit"] = {"c": DEEP_C, "power": DEEP_POWER}
-    with_everyday(model, head, gate, tuned_weight=HEAD_TUNED_WEIGHT, abstain_below=0.0, meta=meta, tuned=tuned,
-                  deep=fit_deep(train) if deep else None)
+    with_everyday(model, head, gate, tuned_weight=tuned_weight, abstain_below=0.0, meta=meta, tuned=tuned,
+                  deep=fit_deep(train, **(deep_fit or {})) if deep else None)
     order, probs = predict_in_turn_order(model, dev, utterances_in_context(dev), range(len(dev)))
     correct = np.array([model.classes[int(j)] == dev[i].face_act for i, j in zip(order, probs.argmax(1), strict=True)])
     threshold, precision, coverage = precision_threshold(probs.max(1), correct, target=SHOWN_PRECISION)
