@@ -99,6 +99,24 @@ def test_small_talk_has_no_domain_intention() -> None:
     assert 0.0 <= intent.score <= 1.0
 
 
+@pytest.mark.slow
+def test_everyday_requests_name_no_persuasion_side() -> None:
+    """A request and a refusal at work: the acts are read, but "persuader" / "persuadee" (the sides of the
+    donation corpus) are not pinned on the speakers of an everyday conversation (issue 25)."""
+    chat = Conversation.from_pairs([
+        ("Dana", "Send me the quarterly report by five today."),
+        ("Luis", "I can't, I'm stuck in meetings until six."),
+        ("Dana", "Then get it to me first thing tomorrow, please."),
+        ("Luis", "Fine, I'll do it tonight."),
+    ])
+    detector = IntentDetector()
+    intents = [detector.analyze(chat.upto(i)).intents[0] for i in range(len(chat))]
+    assert intents[0].face_act is FaceAct.HNEG_MINUS
+    assert all(i.role is None and i.domain_intention is None for i in intents)
+    # in donation talk the sides are still named
+    assert detector.analyze(DONATION).intents[0].role == Role.PERSUADER
+
+
 def _write_subset(path: Path, n_conversations: int) -> None:
     with faceacts_path().open(encoding="utf-8") as fh:
         rows = list(csv.DictReader(fh))

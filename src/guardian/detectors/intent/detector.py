@@ -1,9 +1,10 @@
 """The `intent` detector: what each speaker is doing with their turn (seed 002 face acts).
 
 For the latest turn of the window it reports the face act with its probability,
-a plain-language intention that fits any conversation, and, when the
+a plain-language intention that fits any conversation, and, only when the
 conversation looks like a request/persuasion setting, the closest of seed 002's
-Table 2 descriptions for that act and the speaker's inferred side. It also
+Table 2 descriptions for that act and the speaker's inferred side (persuader or
+persuadee; elsewhere no side is named). It also
 reports the pressure patterns of `guardian.detectors.intent.patterns` that complete at
 the latest turn, as Findings with verbatim quotes.
 
@@ -137,8 +138,10 @@ class IntentDetector(Detector):
         below = model.abstain_below if self._abstain_below is None else self._abstain_below
         out: list[Intent] = []
         for t, p, v, act in zip(turns, probs, vecs, acts, strict=True):
-            role = roles.get(t.speaker)
-            domain = closest_intention(model, act, role, v) if setting and role is not None else None
+            # persuader / persuadee are the sides of a request setting; in a quarrel or a chat about the
+            # weather they would name a side nobody takes, so they go where the descriptions go
+            role = roles.get(t.speaker) if setting else None
+            domain = closest_intention(model, act, role, v) if role is not None else None
             out.append(Intent(
                 turn=t.index, speaker=t.speaker, face_act=act, score=round(float(p.max()), 4),
                 intention=act.general_intention, domain_intention=domain,
