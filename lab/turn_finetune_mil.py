@@ -19,7 +19,7 @@ pair (previous turn, turn) (no speaker names: they differ by corpus and would te
 Prints one JSON object (and writes it to `--out`): AUC, and accuracy / macro-F1 / FPR at (a) the dev
 threshold of best macro-F1 and (b) the lowest dev threshold that flags at most 2 % of the dev ordinary
 conversations, with the ordinary test conversations' flagged share at (b).
-Usage: python lab/turn_finetune_mil.py [--minutes 35] [--negatives 2500] [--per-kind 150] [--out FILE]
+Usage: python lab/turn_finetune_mil.py [--encoder minilm|mpnet6|mpnet12] [--minutes 35] [--negatives 2500] [--per-kind 150] [--out FILE]
 """
 
 from __future__ import annotations
@@ -57,18 +57,29 @@ def ordinary(part: str, *, limit: int, seed: int) -> dict[str, list[Conversation
     return out
 
 
-class Scorer:
-    """MiniLM + mean pooling + one linear unit: a turn's manipulation logit from (previous turn, turn)."""
+ENCODERS = {"minilm": ("minilm", 0), "mpnet6": ("mpnet", 6), "mpnet12": ("mpnet", 0)}
 
-    def __init__(self) -> None:
+
+class Scorer:
+    """An encoder + mean pooling + one linear unit: a turn's manipulation logit from (previous turn, turn).
+
+    `encoder`: MiniLM (the wheel's), or all-mpnet-base-v2 whole or cut to its first six layers as the
+    intent model's escalation half is: the encoder-size curve the model card asks for.
+    """
+
+    def __init__(self, encoder: str = "minilm") -> None:
         import torch
         from transformers import AutoModel, AutoTokenizer
 
-        from guardian.encoding.sentence_encoder import default_model_path
+        from guardian.encoding.encoders import encoder_path
 
-        path = str(default_model_path())
+        name, layers = ENCODERS[encoder]
+        path = str(encoder_path(name))  # type: ignore[arg-type]
         self.tokenizer = AutoTokenizer.from_pretrained(path, local_files_only=True)
         self.encoder = AutoModel.from_pretrained(path, local_files_only=True)
+        if layers:
+            self.encoder.encoder.layer = self.encoder.encoder.layer[:layers]
+            self.encoder.config.num_hidden_layers = layers
         self.head = torch.nn.Linear(self.encoder.config.hidden_size, 1)
         torch.nn.init.zeros_(self.head.bias)
         torch.nn.init.normal_(self.head.weight, std=0.02)
@@ -186,6 +197,7 @@ def main() -> None:
     ap.add_argument("--bag-batch", type=int, default=12)
     ap.add_argument("--lr", type=float, default=4e-5)
     ap.add_argument("--seed", type=int, default=17)
+    ap.add_argument("--encoder", choices=sorted(ENCODERS), default="minilm")
     ap.add_argument("--out", default="lab/data/turn_finetune_mil.json")
     ap.add_argument("--smoke", action="store_true", help="a few dialogues of each part: checks the script runs")
     args = ap.parse_args()
@@ -222,7 +234,7 @@ def main() -> None:
     base = judged(old)
     print(f"shipped model scored in {time.time() - t0:.0f} s: {json.dumps(base)}", flush=True)
 
-    scorer = Scorer()
+    scorer = Scorer(args.encoder)
     run = train(scorer, bags, minutes=args.minutes, epochs=args.epochs, bag_batch=args.bag_batch, lr=args.lr,
                 seed=args.seed)
     t0 = time.time()
