@@ -38,6 +38,8 @@ def main() -> None:
     parser.add_argument("--artifact", type=Path, required=True)
     parser.add_argument("--window", type=int, default=10)
     parser.add_argument("--part", default="test")
+    parser.add_argument("--chatbot-only", action="store_true",
+                        help="only the chatbot replies and exchanges (minutes instead of the whole replay)")
     args = parser.parse_args()
     encoder = training_encoder()
     detector = LocalModelDetector(artifact_dir=args.artifact, encoder=encoder, threshold=0.0)
@@ -54,78 +56,79 @@ def main() -> None:
         return {level: [(a.probability or 0.0, a.manipulator if a.decision else None)
                         for a in d.analyze_batch(windows)] for level, d in by_level.items()}
 
-    kinds: dict[str, dict[str, object]] = {}
-    for f in sorted(conversations_dir().glob("*.jsonl")):
-        rows = [c for c in load_conversations(f) if split_of(c.id) == args.part]
-        by_label = defaultdict(list)
-        for c in rows:
-            by_label[c.label].append(c)
-        for label, convs in sorted(by_label.items()):
-            tops, flags, named = [], defaultdict(list), defaultdict(list)
-            for c in convs:
-                r = replay(c.conversation)
-                tops.append([p for p, _ in r["medium"]])
+    if not args.chatbot_only:
+        kinds: dict[str, dict[str, object]] = {}
+        for f in sorted(conversations_dir().glob("*.jsonl")):
+            rows = [c for c in load_conversations(f) if split_of(c.id) == args.part]
+            by_label = defaultdict(list)
+            for c in rows:
+                by_label[c.label].append(c)
+            for label, convs in sorted(by_label.items()):
+                tops, flags, named = [], defaultdict(list), defaultdict(list)
+                for c in convs:
+                    r = replay(c.conversation)
+                    tops.append([p for p, _ in r["medium"]])
+                    for level in by_level:
+                        flags[level].append([who is not None for _, who in r[level]])
+                        first = next((who for _, who in r[level] if who is not None), None)
+                        if first is not None and c.scammer is not None:
+                            named[level].append(first == c.scammer)
+                entry: dict[str, object] = {"n": len(convs), "turns_p50": statistics.median(len(t) for t in tops)}
                 for level in by_level:
-                    flags[level].append([who is not None for _, who in r[level]])
-                    first = next((who for _, who in r[level] if who is not None), None)
-                    if first is not None and c.scammer is not None:
-                        named[level].append(first == c.scammer)
-            entry: dict[str, object] = {"n": len(convs), "turns_p50": statistics.median(len(t) for t in tops)}
-            for level in by_level:
-                entry[f"flagged_any_{level}"] = round(float(np.mean([any(f) for f in flags[level]])), 4)
-                entry[f"turns_flagged_{level}"] = round(float(np.mean([x for f in flags[level] for x in f])), 4)
-                if named[level]:
-                    entry[f"scammer_named_{level}"] = round(float(np.mean(named[level])), 4)
-            entry["top_probability_p50"] = round(float(np.median([max(t) for t in tops])), 4)
-            entry["top_probability_p90"] = round(float(np.quantile([max(t) for t in tops], 0.9)), 4)
-            kinds[f"{f.stem}:{label}"] = entry
-    out["conversations"] = kinds
+                    entry[f"flagged_any_{level}"] = round(float(np.mean([any(f) for f in flags[level]])), 4)
+                    entry[f"turns_flagged_{level}"] = round(float(np.mean([x for f in flags[level] for x in f])), 4)
+                    if named[level]:
+                        entry[f"scammer_named_{level}"] = round(float(np.mean(named[level])), 4)
+                entry["top_probability_p50"] = round(float(np.median([max(t) for t in tops])), 4)
+                entry["top_probability_p90"] = round(float(np.quantile([max(t) for t in tops], 0.9)), 4)
+                kinds[f"{f.stem}:{label}"] = entry
+        out["conversations"] = kinds
 
-    dialogues = [d for d in load_mentalmanip(mentalmanip_path("con")) if split_of(d.id) == args.part]
-    final = detector.score_windows([d.conversation for d in dialogues])
-    y = np.array([d.manipulative for d in dialogues])
-    replays = [replay(d.conversation) for d in dialogues]
-    mm: dict[str, object] = {"n": len(dialogues), "manipulative_share": round(float(y.mean()), 4)}
-    for level in by_level:
-        pred = np.array([a.decision for a in by_level[level].analyze_batch([d.conversation for d in dialogues])])
-        ever = np.array([any(who is not None for _, who in r[level]) for r in replays])
-        f1s = []
-        for cls in (True, False):
-            tp = float(((y == cls) & (pred == cls)).sum())
-            f1s.append(2 * tp / max(float((y == cls).sum() + (pred == cls).sum()), 1.0))
-        lengths = np.array([bucket(len(d.conversation.turns)) for d in dialogues])
-        mm[level] = {
-            "accuracy": round(float((pred == y).mean()), 4),
-            "macro_f1": round(float(np.mean(f1s)), 4),
-            "fpr": round(float(pred[~y].mean()), 4),
-            "recall": round(float(pred[y].mean()), 4),
-            "ever_flagged_fpr": round(float(ever[~y].mean()), 4),
-            "fpr_by_turns": {b: round(float(pred[~y & (lengths == b)].mean()), 4)
-                             for b in ("1", "2-4", "5-8", "9+") if (~y & (lengths == b)).any()},
-        }
-    # Techniques / vulnerabilities of the manipulative dialogues that carry labels: the top turn's.
-    tt, tp_, vt, vp = [], [], [], []
-    from guardian.detectors.local.model import TECHNIQUES, VULNERABILITIES
+        dialogues = [d for d in load_mentalmanip(mentalmanip_path("con")) if split_of(d.id) == args.part]
+        final = detector.score_windows([d.conversation for d in dialogues])
+        y = np.array([d.manipulative for d in dialogues])
+        replays = [replay(d.conversation) for d in dialogues]
+        mm: dict[str, object] = {"n": len(dialogues), "manipulative_share": round(float(y.mean()), 4)}
+        for level in by_level:
+            pred = np.array([a.decision for a in by_level[level].analyze_batch([d.conversation for d in dialogues])])
+            ever = np.array([any(who is not None for _, who in r[level]) for r in replays])
+            f1s = []
+            for cls in (True, False):
+                tp = float(((y == cls) & (pred == cls)).sum())
+                f1s.append(2 * tp / max(float((y == cls).sum() + (pred == cls).sum()), 1.0))
+            lengths = np.array([bucket(len(d.conversation.turns)) for d in dialogues])
+            mm[level] = {
+                "accuracy": round(float((pred == y).mean()), 4),
+                "macro_f1": round(float(np.mean(f1s)), 4),
+                "fpr": round(float(pred[~y].mean()), 4),
+                "recall": round(float(pred[y].mean()), 4),
+                "ever_flagged_fpr": round(float(ever[~y].mean()), 4),
+                "fpr_by_turns": {b: round(float(pred[~y & (lengths == b)].mean()), 4)
+                                 for b in ("1", "2-4", "5-8", "9+") if (~y & (lengths == b)).any()},
+            }
+        # Techniques / vulnerabilities of the manipulative dialogues that carry labels: the top turn's.
+        tt, tp_, vt, vp = [], [], [], []
+        from guardian.detectors.local.model import TECHNIQUES, VULNERABILITIES
 
-    for d, s in zip(dialogues, final, strict=True):
-        top = int(np.argmax(s.scores.logits))
-        t = s.scores.techniques[top]
-        v = s.scores.vulnerabilities[top]
-        if d.manipulative and d.techniques:
-            tt.append([x in d.techniques for x in TECHNIQUES])
-            tp_.append(t >= model.technique_ratio * t.max())
-        if d.manipulative and d.vulnerabilities:
-            vt.append([x in d.vulnerabilities for x in VULNERABILITIES])
-            vp.append(v >= model.vulnerability_ratio * v.max())
+        for d, s in zip(dialogues, final, strict=True):
+            top = int(np.argmax(s.scores.logits))
+            t = s.scores.techniques[top]
+            v = s.scores.vulnerabilities[top]
+            if d.manipulative and d.techniques:
+                tt.append([x in d.techniques for x in TECHNIQUES])
+                tp_.append(t >= model.technique_ratio * t.max())
+            if d.manipulative and d.vulnerabilities:
+                vt.append([x in d.vulnerabilities for x in VULNERABILITIES])
+                vp.append(v >= model.vulnerability_ratio * v.max())
 
-    def micro(a: list, b: list) -> float:
-        a_, b_ = np.array(a, bool), np.array(b, bool)
-        tp = (a_ & b_).sum()
-        return round(float(2 * tp / max(a_.sum() + b_.sum(), 1)), 4)
+        def micro(a: list, b: list) -> float:
+            a_, b_ = np.array(a, bool), np.array(b, bool)
+            tp = (a_ & b_).sum()
+            return round(float(2 * tp / max(a_.sum() + b_.sum(), 1)), 4)
 
-    mm["technique_micro_f1"] = micro(tt, tp_)
-    mm["vulnerability_micro_f1"] = micro(vt, vp)
-    out["mentalmanip_con"] = mm
+        mm["technique_micro_f1"] = micro(tt, tp_)
+        mm["vulnerability_micro_f1"] = micro(vt, vp)
+        out["mentalmanip_con"] = mm
     # Hand-written user -> assistant exchanges (lab/data/chatbot_replies.jsonl: 10 plainly manipulative
     # replies, 10 benign), the reply screened as the middleware would (flagged and the assistant named).
     replies = load_conversations(Path(__file__).parent / "data" / "chatbot_replies.jsonl")
@@ -138,14 +141,17 @@ def main() -> None:
     # The held-out part of the chatbot exchanges the model trained on (data/chatbot/exchanges.jsonl,
     # split by id like every corpus): blocked as the middleware would, per label.
     exchanges = [c for c in load_chatbot_exchanges() if split_of(c.id) == args.part]
-    held: dict[str, dict[str, object]] = {}
+    # Also by writing round (the id's prefix: "asst" the first writer, "asst2" four others): a part
+    # written by other hands says whether the head learned the kind or one writer's style.
+    held: dict[str, dict[str, int]] = {}
+    rounds: dict[str, dict[str, dict[str, int]]] = {}
     for level, d in by_level.items():
-        cell: dict[str, object] = {f"n_{label}": sum(c.label == label for c in exchanges)
-                                   for label in ("manipulative", "benign")}
         for c, a in zip(exchanges, d.analyze_batch([c.conversation for c in exchanges]), strict=True):
-            cell[c.label] = int(cell.get(c.label, 0)) + int(a.decision and a.manipulator == "Assistant")
-        held[level] = cell
+            for cell in (held.setdefault(level, {}), rounds.setdefault(c.id.split("-")[0], {}).setdefault(level, {})):
+                cell[f"n_{c.label}"] = cell.get(f"n_{c.label}", 0) + 1
+                cell[c.label] = cell.get(c.label, 0) + int(a.decision and a.manipulator == "Assistant")
     out["chatbot_exchanges"] = held
+    out["chatbot_exchanges_by_round"] = rounds
     print(json.dumps(out, indent=1))
 
 

@@ -417,6 +417,18 @@ def tune_label_ratios(model: TurnModel, scores: DevScores) -> dict[str, float]:
     return out
 
 
+def training_files(
+    *, mentalmanip: Sequence[Path] | None = None, conversations: Sequence[Path] | None = None, with_chatbot: bool = True
+) -> list[Path]:
+    """The files an artifact was trained from, in the order its manifest's `data_sha256` hashes them."""
+    from guardian.corpora.conversations import conversations_dir
+    from guardian.corpora.datasets import mentalmanip_path
+
+    return [*(mentalmanip or [mentalmanip_path("con"), mentalmanip_path("maj")]),
+            *(sorted(conversations_dir().glob("*.jsonl")) if conversations is None else conversations),
+            *([chatbot_exchanges_path()] if with_chatbot else [])]
+
+
 def train_and_save(
     out: Path,
     *,
@@ -428,8 +440,7 @@ def train_and_save(
     """The whole recipe: corpus, fit, calibration on dev, artifact in `out`."""
     import platform
 
-    from guardian.corpora.conversations import conversations_dir
-    from guardian.corpora.datasets import file_sha256, mentalmanip_path
+    from guardian.corpora.datasets import file_sha256
 
     # The chatbot exchanges join the default corpus; a run on given conversation files reads only those.
     with_chatbot = (conversations is None and (config.chatbot_weight > 0 or config.reply_c > 0)
@@ -440,9 +451,7 @@ def train_and_save(
     label_head = fit_label_head(model, corpus, l2=config.label_l2, seed=config.seed) if config.label_l2 > 0 else {}
     reply_head = fit_reply_head(model, corpus, c=config.reply_c, seed=config.seed) if config.reply_c > 0 else {}
     metrics = calibrate(model, corpus)
-    files = [*(mentalmanip or [mentalmanip_path("con"), mentalmanip_path("maj")]),
-             *(sorted(conversations_dir().glob("*.jsonl")) if conversations is None else conversations),
-             *([chatbot_exchanges_path()] if with_chatbot else [])]
+    files = training_files(mentalmanip=mentalmanip, conversations=conversations, with_chatbot=with_chatbot)
     model.metrics = metrics
     model.info = {
         "config": {k: getattr(config, k) for k in config.__dataclass_fields__},
