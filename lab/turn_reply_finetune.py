@@ -16,10 +16,11 @@ This compares, on the same rows:
 Rows: train part of the exchanges (both rounds) and `--ordinary` turns of the train part of SGD,
 DailyDialog and benign calls (the turn before as the request); scored on the dev and test parts:
 AUC of the manipulative replies against every assistant reply of the benign threads, by writing
-round, and the share of manipulative / benign replies above the threshold that flags 2 % of the
-dev SGD dialogues (a dialogue's score: its highest assistant turn), with test SGD's flagged share
-at it. Prints one JSON object (and writes `--out`).
-Usage: python lab/turn_reply_finetune.py [--epochs 3] [--lr 5e-5] [--ordinary 3000] [--out FILE]
+round, and the share of manipulative / benign replies blocked at two thresholds: the one that flags
+2 % of the dev SGD dialogues (a dialogue's score: its highest assistant turn), and the chatbot point
+chosen as `train.calibrate` does (at or above it, the best dev blocked-minus-benign share), with test
+SGD's flagged share at each. Prints one JSON object (and writes `--out`).
+Usage: python lab/turn_reply_finetune.py [--epochs 3] [--lr 5e-5] [--ordinary 3000] [--out FILE] [--scores FILE]
 """
 
 from __future__ import annotations
@@ -90,17 +91,29 @@ def weights(rows: list[Row]) -> np.ndarray:
 def judge(scores: dict[str, Any], rows: dict[str, list[tuple[Row, str]]], sgd: dict[str, list[float]]) -> dict:
     from sklearn.metrics import roc_auc_score
 
-    t = float(np.quantile(sgd["dev"], 0.98))
-    out: dict[str, Any] = {"threshold_2pct_dev_sgd": round(t, 4),
-                           "test_sgd_flagged": round(float(np.mean(np.array(sgd["test"]) >= t)), 4)}
-    for part in ("dev", "test"):
-        s = np.array(scores[part])
-        y = np.array([r[2] for r, _ in rows[part]])
-        rnd = np.array([w for _, w in rows[part]])
-        for name, mask in (("all", np.ones(len(y), bool)), ("round1", rnd == "asst"), ("round2", rnd == "asst2")):
-            out[f"{part}_{name}"] = {"auc": round(float(roc_auc_score(y[mask], s[mask])), 4),
-                                     "manipulative_blocked": f"{int((s[mask & (y == 1)] >= t).sum())}/{int((mask & (y == 1)).sum())}",
-                                     "benign_replies_blocked": f"{int((s[mask & (y == 0)] >= t).sum())}/{int((mask & (y == 0)).sum())}"}
+    quiet = float(np.quantile(sgd["dev"], 0.98))
+    # The chatbot point as `train.calibrate` chooses it: among the thresholds that keep the dev task
+    # dialogues quiet (this one and above), the one that best tells the dev manipulative replies from
+    # the benign ones (blocked share minus benign blocked share; the higher threshold on a tie).
+    s_dev = np.array(scores["dev"])
+    y_dev = np.array([r[2] for r, _ in rows["dev"]])
+    candidates = [float(t) for t in np.unique(np.concatenate([s_dev, [quiet]])) if t >= quiet]
+    chatbot = max(candidates, key=lambda t: (float((s_dev[y_dev == 1] >= t).mean() - (s_dev[y_dev == 0] >= t).mean()), t))
+    out: dict[str, Any] = {}
+    for point, t in (("sgd_2pct", quiet), ("chatbot_point", chatbot)):
+        cell: dict[str, Any] = {"threshold": round(t, 4),
+                                "test_sgd_flagged": round(float(np.mean(np.array(sgd["test"]) >= t)), 4)}
+        for part in ("dev", "test"):
+            s = np.array(scores[part])
+            y = np.array([r[2] for r, _ in rows[part]])
+            rnd = np.array([w for _, w in rows[part]])
+            for name, mask in (("all", np.ones(len(y), bool)), ("round1", rnd == "asst"), ("round2", rnd == "asst2")):
+                pos, neg = mask & (y == 1), mask & (y == 0)
+                if point == "sgd_2pct":
+                    out[f"{part}_{name}_auc"] = round(float(roc_auc_score(y[mask], s[mask])), 4)
+                cell[f"{part}_{name}"] = {"manipulative_blocked": f"{int((s[pos] >= t).sum())}/{int(pos.sum())}",
+                                          "benign_replies_blocked": f"{int((s[neg] >= t).sum())}/{int(neg.sum())}"}
+        out[point] = cell
     return out
 
 
@@ -113,6 +126,7 @@ def main() -> None:
     ap.add_argument("--sgd-dialogues", type=int, default=400)
     ap.add_argument("--seed", type=int, default=17)
     ap.add_argument("--skip-tuned", action="store_true")
+    ap.add_argument("--scores", help="also save every scorer's dev/test scores here (.npz)")
     ap.add_argument("--out", default="lab/data/turn_reply_finetune.json")
     args = ap.parse_args()
     import torch
@@ -129,6 +143,7 @@ def main() -> None:
                                        "dev": len(held["dev"]), "test": len(held["test"])}, "settings": vars(args)}
 
     encoder = training_encoder()
+    saved: dict[str, np.ndarray] = {}
 
     def vec(texts: list[str]) -> np.ndarray:
         return np.asarray(encoder.encode(texts), np.float32)
@@ -149,6 +164,7 @@ def main() -> None:
         scores = {p: model.decision_function(x([(a, b) for (a, b, _, _), _ in held[p]])) for p in held}
         sgd_scores = {p: [float(model.decision_function(x(d)).max()) for d in sgd[p] if d] for p in sgd}
         result[f"frozen_{view}"] = judge(scores, held, sgd_scores)
+        saved.update({f"frozen_{view}_{p}": np.asarray(v) for p, v in scores.items()})
         print(view, json.dumps(result[f"frozen_{view}"]), flush=True)
 
     if not args.skip_tuned:
@@ -190,9 +206,12 @@ def main() -> None:
         scores = {p: tuned([(a, b) for (a, b, _, _), _ in held[p]]) for p in held}
         sgd_scores = {p: [float(tuned(d).max()) for d in sgd[p] if d] for p in sgd}
         result["tuned_pair"] = {**judge(scores, held, sgd_scores), "train_s": round(train_s)}
+        saved.update({f"tuned_pair_{p}": np.asarray(v) for p, v in scores.items()})
         print("tuned", json.dumps(result["tuned_pair"]), flush=True)
     print(json.dumps(result))
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    if args.scores:
+        np.savez(args.scores, **saved)
 
 
 if __name__ == "__main__":
