@@ -49,7 +49,7 @@ class PhraseDetector(Detector):
         hit = self.phrase in last.text.lower()
         return Assessment(
             conversation_id=window.id, turn=last.index, probability=0.9 if hit else 0.1, decision=hit,
-            detectors=(self.name,),
+            detectors=(self.name,), manipulator=last.speaker if hit else None,
         )
 
     def analyze_batch(self, windows: Sequence[Conversation]) -> list[Assessment]:
@@ -57,18 +57,21 @@ class PhraseDetector(Detector):
         return [self.analyze(w) for w in windows]
 
 
-def _conversation(cid: str, label: str, texts: list[str]) -> dict[str, object]:
+def _conversation(cid: str, label: str, texts: list[str], suspect: str | None = None) -> dict[str, object]:
     return {
         "id": cid,
         "label": label,
         "turns": [{"speaker": "Speaker 1" if i % 2 == 0 else "Speaker 2", "text": t} for i, t in enumerate(texts)],
-        "meta": {},
+        "meta": {"roles": {suspect: "Suspect"}} if suspect else {},
     }
 
 
 ROWS = [
-    _conversation("scam-1", "scam", ["Hello?", "This is the IRS. You owe taxes.", "What?", "Pay with a gift card now."]),
-    _conversation("scam-2", "scam", ["Hi.", "Your parcel is held.", "Okay.", "Read me the code.", "No.", "Then buy a gift card."]),
+    _conversation("scam-1", "scam", ["Hello?", "This is the IRS. You owe taxes.", "What?", "Pay with a gift card now."],
+                  suspect="Speaker 2"),
+    # the file names the wrong side here, so the flag (on Speaker 2's turn) does not name the suspect
+    _conversation("scam-2", "scam", ["Hi.", "Your parcel is held.", "Okay.", "Read me the code.", "No.", "Then buy a gift card."],
+                  suspect="Speaker 1"),
     _conversation("ok-1", "benign", ["Hi, it's the dentist.", "Oh hello.", "Your appointment is Tuesday.", "Thanks!"]),
     _conversation("ok-2", "benign", [f"Line {i} of a long and ordinary chat." for i in range(22)]),
 ]
@@ -111,6 +114,11 @@ def test_json_report_replays_every_turn(calls: Path, phrase: PhraseDetector, cap
     assert report["by_label"]["scam"]["flagged_any"] == 1.0
     assert report["by_label"]["benign"]["flagged_any"] == 0.0
     assert report["by_label"]["benign"]["by_length"]["20+"]["n"] == 1
+    # who the first flag names, against the suspect the file names (meta.roles)
+    assert report["suspect_named_first"] == 0.5
+    assert report["suspect_flagged_n"] == 2
+    assert report["by_label"]["scam"]["suspect_named_first"] == 0.5
+    assert "suspect_named_first" not in report["by_label"]["benign"]
     # every turn seen once, as the latest turn of a window of at most 3 turns, in turn order
     assert len(phrase.seen) == 36
     assert max(size for _, _, size in phrase.seen) == 3

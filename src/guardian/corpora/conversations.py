@@ -2,7 +2,8 @@
 
 The schema is `data/conversations/README.md`'s: one JSON object a line with `id`,
 `label` ("benign" | "scam"), `turns` [{speaker, text}] and `meta` (for calls,
-`meta.roles` names the `Suspect`: the scammer of a scam call). Training and every
+`meta.roles` names the `Suspect`: the scammer of a scam call, the manipulator of an evaluation
+dialogue). Training and every
 held-out check split them by conversation with `split_of`, so a conversation is
 in the same part wherever it is read.
 """
@@ -36,6 +37,9 @@ class LabelledConversation:
     conversation: Conversation
     #: The speaker the source names as the scammer (scam calls only).
     scammer: str | None = None
+    #: The speaker `meta.roles` names `Suspect`, whatever the label: a scam call's scammer, an
+    #: evaluation dialogue's manipulator (who a flag should name).
+    suspect: str | None = None
 
 
 def position(conversation_id: str, seed: int) -> float:
@@ -95,8 +99,9 @@ def load_conversations(path: str | Path, *, kind: str | None = None) -> list[Lab
         if cid in seen:
             raise InputError(f"conversation id {cid!r} appears twice", source=source, line=n)
         seen.add(cid)
-        scammer = next((s for s, r in roles.items() if r == "Suspect"), None) if label == "scam" else None
-        out.append(LabelledConversation(cid, kind, label, Conversation(id=cid, turns=turns), scammer))
+        suspect = next((str(s) for s, r in roles.items() if r == "Suspect"), None)
+        out.append(LabelledConversation(cid, kind, label, Conversation(id=cid, turns=turns),
+                                        suspect if label == "scam" else None, suspect))
     return out
 
 

@@ -12,6 +12,9 @@ per file:
   of ordinary conversations; the recall of scam or manipulative ones);
 - `flagged_last`: share flagged at their final turn; `turns_flagged`: share of turns;
 - `top_probability_p50`/`p90`: of each conversation's highest probability;
+- `suspect_named_first` (files whose `meta.roles` name a `Suspect`: scam calls, manipulative
+  evaluation dialogues): of the flagged ones, the share whose first flagged turn names the
+  suspect as the manipulator, out of `suspect_flagged_n`;
 - the same by conversation length, per label when a file mixes labels, and
   `latency_ms_p50` per new turn (its share of a batch of windows; `--batch 1`
   assesses one window at a time, as the monitor does).
@@ -75,6 +78,8 @@ class TurnVerdict:
     findings: int
     not_assessed: str | None
     latency_ms: float
+    #: Who the flag names (`Assessment.manipulator`), when the turn is flagged.
+    named: str | None = None
 
     @classmethod
     def of(cls, assessment: Assessment) -> TurnVerdict:
@@ -84,6 +89,7 @@ class TurnVerdict:
             findings=len(assessment.findings),
             not_assessed=assessment.not_assessed,
             latency_ms=assessment.latency_ms,
+            named=assessment.manipulator if assessment.decision else None,
         )
 
 
@@ -94,10 +100,17 @@ class Replayed:
     id: str
     label: str
     verdicts: tuple[TurnVerdict, ...]
+    #: The speaker the file names `Suspect` (`meta.roles`), if any.
+    suspect: str | None = None
 
     @property
     def flagged_any(self) -> bool:
         return any(v.flagged for v in self.verdicts)
+
+    @property
+    def first_named(self) -> str | None:
+        """Who the first flagged turn names: what a user watching live is told first."""
+        return next((v.named for v in self.verdicts if v.flagged), None)
 
     @property
     def flagged_last(self) -> bool:
@@ -221,7 +234,7 @@ def replay_labelled(
 ) -> list[Replayed]:
     assessed = replay([c.conversation for c in conversations], detectors, options=options)
     return [
-        Replayed(c.id, c.label, tuple(TurnVerdict.of(a) for a in turns))
+        Replayed(c.id, c.label, tuple(TurnVerdict.of(a) for a in turns), c.suspect)
         for c, turns in zip(conversations, assessed, strict=True)
     ]
 
@@ -259,6 +272,11 @@ def figures(replayed: Sequence[Replayed], *, latency: bool = True) -> dict[str, 
         "top_probability_p50": _percentile(tops, 50),
         "top_probability_p90": _percentile(tops, 90),
     }
+    accused = [r for r in replayed if r.suspect is not None and r.flagged_any]
+    if any(r.suspect is not None for r in replayed):
+        # of the flagged conversations whose file names a suspect, the share whose first flag names them
+        out["suspect_named_first"] = _share(sum(r.first_named == r.suspect for r in accused), len(accused))
+        out["suspect_flagged_n"] = len(accused)
     if latency:
         timed = [v.latency_ms for v in verdicts if v.not_assessed is None]
         out["latency_ms_p50"] = round(statistics.median(timed), 3) if timed else None
