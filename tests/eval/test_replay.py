@@ -236,3 +236,22 @@ def test_replay_keeps_each_conversations_windows_in_turn_order() -> None:
     assert [len(turns) for turns in out] == [3] * 5
     assert [[a.turn for a in turns] for turns in out] == [[0, 1, 2]] * 5
     assert detector.batches == [4, 4, 4, 3]
+
+
+GASLIGHTING = Path(__file__).resolve().parents[2] / "lab" / "data" / "gaslighting_dialogues.jsonl"
+
+
+@pytest.mark.slow
+def test_default_detectors_on_the_gaslighting_evaluation_dialogues(capsys: pytest.CaptureFixture[str]) -> None:
+    """LLM-written gaslighting dialogues (lab/data/gaslighting_dialogues.jsonl: 40 manipulative, half of
+    them opened by the other person, and 20 heated but fair ones; an evaluation set, never trained or
+    tuned on), replayed live by the default detectors. The bounds sit a little outside what the shipped
+    model measures (docs/model-card.md: 21 of 40 flagged, the suspect named first in 16 of 21, 4 of
+    20 benign flagged): they guard against a regression, they are not the issue's targets."""
+    assert main(["eval", "conversations", str(GASLIGHTING), "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[0])
+    assert report["label"] == {"benign": 20, "manipulative": 40}
+    manipulative, benign = report["by_label"]["manipulative"], report["by_label"]["benign"]
+    assert manipulative["flagged_any"] >= 0.45
+    assert manipulative["suspect_named_first"] >= 0.7
+    assert benign["flagged_any"] <= 0.3
