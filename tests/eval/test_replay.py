@@ -143,6 +143,9 @@ def test_text_table(calls: Path, phrase: PhraseDetector, capsys: pytest.CaptureF
     assert out.count("calls.jsonl") == 2
     assert "label scam" in out
     assert "20+ turns" in out
+    assert "named" in out.splitlines()[0]
+    scam_row = next(line for line in out.splitlines() if line.startswith("  label scam"))
+    assert "0.500" in scam_row.split()  # the suspect named at the first flag in one of the two scam calls
 
 
 def test_split_and_ids_select_held_out_conversations(calls: Path, phrase: PhraseDetector, tmp_path: Path,

@@ -369,6 +369,7 @@ TABLE_COLUMNS = (
     ("not_assessed", "not_ass"),
     ("top_probability_p50", "top_p50"),
     ("top_probability_p90", "top_p90"),
+    ("suspect_named_first", "named"),
     ("latency_ms_p50", "ms_p50"),
 )
 
@@ -396,7 +397,8 @@ def render_text(reports: Sequence[dict[str, Any]]) -> str:
         lines.append("")
         lines.append(
             f"split {first['split']}, window {first['window']}, detectors {', '.join(first['detectors'])}; "
-            "any/last: share of conversations flagged at some / the final turn"
+            "any/last: share of conversations flagged at some / the final turn; named: of the flagged ones "
+            "whose file names a suspect, the share whose first flag names them"
         )
     return "\n".join(lines)
 
