@@ -18,8 +18,9 @@ DailyDialog and benign calls (the turn before as the request); scored on the dev
 AUC of the manipulative replies against every assistant reply of the benign threads, by writing
 round, and the share of manipulative / benign replies blocked at two thresholds: the one that flags
 2 % of the dev SGD dialogues (a dialogue's score: its highest assistant turn), and the chatbot point
-chosen as `train.calibrate` does (at or above it, the best dev blocked-minus-benign share), with test
-SGD's flagged share at each. Prints one JSON object (and writes `--out`).
+chosen as `train.calibrate` does (at or above it, the best dev blocked-minus-benign share), and the
+issue's budget applied on dev (at or above it, the lowest threshold blocking at most 10 % of the dev
+benign replies), with test SGD's flagged share at each. Prints one JSON object (and writes `--out`).
 Usage: python lab/turn_reply_finetune.py [--epochs 3] [--lr 5e-5] [--ordinary 3000] [--out FILE] [--scores FILE]
 """
 
@@ -99,8 +100,12 @@ def judge(scores: dict[str, Any], rows: dict[str, list[tuple[Row, str]]], sgd: d
     y_dev = np.array([r[2] for r, _ in rows["dev"]])
     candidates = [float(t) for t in np.unique(np.concatenate([s_dev, [quiet]])) if t >= quiet]
     chatbot = max(candidates, key=lambda t: (float((s_dev[y_dev == 1] >= t).mean() - (s_dev[y_dev == 0] >= t).mean()), t))
+    # The issue's own budget applied on dev: the lowest threshold that blocks at most 10 % of the dev
+    # benign replies (and at or above the task dialogues' quiet point).
+    within = [float(t) for t in np.unique(s_dev) if t >= quiet and float((s_dev[y_dev == 0] >= t).mean()) <= 0.10]
+    budget = min(within, default=float(s_dev.max()))
     out: dict[str, Any] = {}
-    for point, t in (("sgd_2pct", quiet), ("chatbot_point", chatbot)):
+    for point, t in (("sgd_2pct", quiet), ("chatbot_point", chatbot), ("benign_10pct_on_dev", budget)):
         cell: dict[str, Any] = {"threshold": round(t, 4),
                                 "test_sgd_flagged": round(float(np.mean(np.array(sgd["test"]) >= t)), 4)}
         for part in ("dev", "test"):
