@@ -16,12 +16,20 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from guardian.corpora.datasets import file_sha256
 from guardian.detectors.local.corpus import load_corpus
 from guardian.detectors.local.model import TurnModel
 from guardian.detectors.local.reply import fit_reply_head
 from guardian.detectors.local.train import calibrate, training_files
+
+#: What `train.calibrate` sets on a model besides the chatbot threshold.
+CALIBRATION = ("thresholds", "manip_platt", "scam_platt", "technique_ratio", "vulnerability_ratio")
+
+
+def calibration(model: TurnModel) -> dict[str, Any]:
+    return {name: dict(getattr(model, name)) if name == "thresholds" else getattr(model, name) for name in CALIBRATION}
 
 
 def main() -> None:
@@ -31,21 +39,18 @@ def main() -> None:
     args = parser.parse_args()
     model = TurnModel.load(args.artifact)
     config = model.info.get("config", {})
-    before = {"thresholds": dict(model.thresholds), "manip_platt": model.manip_platt, "scam_platt": model.scam_platt,
-              "technique_ratio": model.technique_ratio, "vulnerability_ratio": model.vulnerability_ratio}
+    before = calibration(model)
     corpus = load_corpus(seed=int(config.get("seed", 17)), context=bool(config.get("context", False)))
     fitted = fit_reply_head(model, corpus, c=float(config.get("reply_c", 1.0)), seed=int(config.get("seed", 17)))
     metrics = calibrate(model, corpus)
-    after = {"thresholds": dict(model.thresholds), "manip_platt": model.manip_platt, "scam_platt": model.scam_platt,
-             "technique_ratio": model.technique_ratio, "vulnerability_ratio": model.vulnerability_ratio}
+    after = calibration(model)
     # Everything but the chatbot threshold is kept as shipped: re-embedding the same turns on another day
     # moves the dev scores in the fourth decimal, and with them the Platt fits; that drift is reported.
     drift = {k: (before[k], after[k]) for k in before if k != "thresholds" and before[k] != after[k]}
     drift.update({f"threshold_{k}": (v, after["thresholds"][k]) for k, v in before["thresholds"].items()
                   if k != "assistant" and v != after["thresholds"][k]})
-    model.thresholds = {**before["thresholds"], "assistant": after["thresholds"]["assistant"]}
-    model.manip_platt, model.scam_platt = before["manip_platt"], before["scam_platt"]
-    model.technique_ratio, model.vulnerability_ratio = before["technique_ratio"], before["vulnerability_ratio"]
+    for name, value in {**before, "thresholds": {**before["thresholds"], "assistant": after["thresholds"]["assistant"]}}.items():
+        setattr(model, name, value)
     model.scam_threshold = model.thresholds["medium"]
     files = training_files()
     if [p.name for p in files] != model.info.get("data"):

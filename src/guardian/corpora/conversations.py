@@ -29,17 +29,20 @@ DEV_SHARE = 0.15
 
 @dataclass(frozen=True, slots=True)
 class LabelledConversation:
-    """A conversation with a conversation-level label and, for calls, the scammer's name."""
+    """A conversation with a conversation-level label and the name of the speaker it suspects, if any."""
 
     id: str
     kind: str
     label: str
     conversation: Conversation
-    #: The speaker the source names as the scammer (scam calls only).
-    scammer: str | None = None
     #: The speaker `meta.roles` names `Suspect`, whatever the label: a scam call's scammer, an
     #: evaluation dialogue's manipulator (who a flag should name).
     suspect: str | None = None
+
+    @property
+    def scammer(self) -> str | None:
+        """The suspect of a scam call (training's positive bag); None for any other label."""
+        return self.suspect if self.label == "scam" else None
 
 
 def position(conversation_id: str, seed: int) -> float:
@@ -100,8 +103,7 @@ def load_conversations(path: str | Path, *, kind: str | None = None) -> list[Lab
             raise InputError(f"conversation id {cid!r} appears twice", source=source, line=n)
         seen.add(cid)
         suspect = next((str(s) for s, r in roles.items() if r == "Suspect"), None)
-        out.append(LabelledConversation(cid, kind, label, Conversation(id=cid, turns=turns),
-                                        suspect if label == "scam" else None, suspect))
+        out.append(LabelledConversation(cid, kind, label, Conversation(id=cid, turns=turns), suspect))
     return out
 
 
