@@ -74,8 +74,13 @@ def fit(
     soft: np.ndarray | None = None,
     soft_share: float = 0.0,
     temperature: float = 1.0,
+    row_weight: np.ndarray | None = None,
 ) -> None:
     """AdamW with linear warm-up/decay; bf16 autocast forward on CPU, float32 cross-entropy.
+
+    `row_weight` ((n,), mean 1): each row's share of the loss, on top of the class `weight` (the
+    reply head weighs groups of negatives apart: a benign chatbot reply counts more than an
+    ordinary turn; `detectors.local.reply_pair_train`).
 
     With `soft` ((n, classes) probabilities from a teacher, already softened at `temperature`),
     the loss is `(1 - soft_share)` of the weighted cross-entropy with `labels` plus `soft_share`
@@ -101,7 +106,12 @@ def fit(
             inputs = make_batch(b)
             with torch.autocast("cpu", dtype=torch.bfloat16):
                 logits = model(*inputs)
-            loss = torch.nn.functional.cross_entropy(logits.float(), torch.tensor(labels[b]), weight=weight)
+            if row_weight is None:
+                loss = torch.nn.functional.cross_entropy(logits.float(), torch.tensor(labels[b]), weight=weight)
+            else:
+                per_row = torch.nn.functional.cross_entropy(logits.float(), torch.tensor(labels[b]), weight=weight,
+                                                            reduction="none")
+                loss = (per_row * torch.from_numpy(np.asarray(row_weight[b], dtype=np.float32))).mean()
             if soft is not None and soft_share > 0:
                 taught = torch.nn.functional.cross_entropy(logits.float() / temperature, torch.from_numpy(soft[b]))
                 loss = (1.0 - soft_share) * loss + soft_share * temperature**2 * taught
@@ -116,3 +126,48 @@ def fit(
         if on_epoch is not None:
             on_epoch(epoch, total)
     model.eval()
+
+
+def train_pairs(
+    pairs: Sequence[tuple[str, str]],
+    y: np.ndarray,
+    *,
+    classes: Sequence[Any],
+    config: Any,
+    factory: Any,
+    class_weight: Sequence[float] | None = None,
+    row_weight: np.ndarray | None = None,
+    soft: np.ndarray | None = None,
+    start: Any = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> Any:
+    """Fine-tune a pair classifier (`encoding.pair_classifier`) on `pairs` with labels `y` (indices into
+    `classes`): the encoder's layers at `config.lr`, a fresh head at `config.head_lr` (or `start`'s
+    network, `start` a trained one), the word embeddings frozen. Returns `factory.from_network(...)`.
+    Deterministic for a seed on one thread. `soft`: a teacher's softened probabilities (`fit`).
+    """
+    from transformers import AutoTokenizer
+
+    from guardian.encoding.encoders import encoder_path
+    from guardian.encoding.pair_classifier import build_network, pad, tokenize_pairs, torch_module
+
+    torch = torch_module()
+    tokenizer = AutoTokenizer.from_pretrained(str(encoder_path(config.encoder)), local_files_only=True)
+    ids, types = tokenize_pairs(tokenizer, pairs, config.max_len)
+    torch.manual_seed(config.seed)
+    net = start.network() if start is not None else build_network(len(classes), config)
+    total = config.epochs * batches_per_epoch(len(y), config.batch_size)
+    weight = torch.tensor(list(class_weight), dtype=torch.float32) if class_weight is not None else None
+    fit(
+        net,
+        [{"params": net.base.encoder.parameters(), "lr": config.lr},
+         {"params": net.out.parameters(), "lr": config.head_lr}],
+        np.arange(len(y)), epochs=config.epochs, size=config.batch_size, length=lambda i: len(ids[i]),
+        make_batch=lambda b: pad(torch, [ids[i] for i in b], [types[i] for i in b]),
+        labels=y, seed=config.seed, weight=weight,
+        on_step=(lambda step, _loss: progress(step, total)) if progress is not None else None,
+        eval_modules=(net.base.embeddings,),
+        soft=soft, soft_share=config.soft_share, temperature=config.temperature,
+        row_weight=row_weight,
+    )
+    return factory.from_network(net, classes, config)

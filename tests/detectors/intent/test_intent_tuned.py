@@ -310,7 +310,9 @@ def test_int8_model_is_built_once_then_reused_and_follows_float32(
     def no_export(*_args: object) -> None:
         raise AssertionError("the cached int8 file should have been reused")
 
-    monkeypatch.setattr(intent_tuned, "_export_int8", no_export)
+    from guardian.encoding import pair_classifier
+
+    monkeypatch.setattr(pair_classifier, "export_int8", no_export)  # the shared export (encoding)
     again = TunedFaceActs.load(bundled_artifact_dir())
     np.testing.assert_array_equal(again.predict_proba(pairs[:3]), int8[:3])
 

@@ -18,13 +18,8 @@ from guardian.detectors.intent.tuned import (
     TUNED_FILE,
     TuneConfig,
     TunedFaceActs,
-    _network,
-    _pad,
-    _tokenize,
-    _torch,
     softmax,
 )
-from guardian.encoding.encoders import encoder_path
 from guardian.encoding.finetune import batches_per_epoch
 from guardian.errors import ModelUnavailable
 from guardian.taxonomy import FaceAct
@@ -49,11 +44,8 @@ def train_tuned(
     present); the student then also learns from them, as `config.soft_share` and
     `config.temperature` say (`finetune.fit`).
     """
-    from transformers import AutoTokenizer
+    from guardian.encoding.finetune import class_weights, train_pairs
 
-    from guardian.encoding.finetune import class_weights, fit
-
-    torch = _torch()
     config = config or start.config if start is not None else config or TuneConfig()
     assert config is not None
     if start is not None:
@@ -61,29 +53,16 @@ def train_tuned(
     classes = list(start.classes) if start is not None else sorted(set(labels), key=list(FaceAct).index)
     y = np.array([classes.index(a) for a in labels])
     weights = class_weights(labels, power=config.class_weight_power)
-    weight = torch.tensor([weights.get(str(c), 1.0) for c in classes], dtype=torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(str(encoder_path(config.encoder)), local_files_only=True)
-    ids, types = _tokenize(tokenizer, pairs, config.max_len)
-    torch.manual_seed(config.seed)
-    net = start.network() if start is not None else _network(len(classes), config)
-    total = config.epochs * batches_per_epoch(len(y), config.batch_size)
     soft = None
     if teacher is not None:
         if teacher.shape != (len(y), len(classes)):
             raise ValueError(f"teacher logits are {teacher.shape}, not {(len(y), len(classes))}")
         soft = softmax(teacher, temperature=config.temperature)
-    fit(
-        net,
-        [{"params": net.base.encoder.parameters(), "lr": config.lr},
-         {"params": net.out.parameters(), "lr": config.head_lr}],
-        np.arange(len(y)), epochs=config.epochs, size=config.batch_size, length=lambda i: len(ids[i]),
-        make_batch=lambda b: _pad(torch, [ids[i] for i in b], [types[i] for i in b]),
-        labels=y, seed=config.seed, weight=weight,
-        on_step=(lambda step, _loss: progress(step, total)) if progress is not None else None,
-        eval_modules=(net.base.embeddings,),
-        soft=soft, soft_share=config.soft_share, temperature=config.temperature,
+    model: TunedFaceActs = train_pairs(
+        pairs, y, classes=classes, config=config, factory=TunedFaceActs,
+        class_weight=[weights.get(str(c), 1.0) for c in classes], soft=soft, start=start, progress=progress,
     )
-    return TunedFaceActs.from_network(net, classes, config)
+    return model
 
 
 def train_tuned_cached(
