@@ -8,7 +8,9 @@ cannot touch it. This loads the artifact, refits the head as `guardian train` do
 (`reply.fit_reply_head` with the artifact's `reply_c` and seed), re-runs the dev calibration
 (`train.calibrate`) for the chatbot threshold, keeps every other calibration value as shipped (printing
 how far a re-run would move them) and saves the artifact to `--out`.
-Usage: python lab/turn_reply_refit.py --artifact src/guardian/resources/turn_model --out DIR
+With `--pair`, the fine-tuned (reply, request) head (`reply_pair_train.fit_reply_pair`, 5-7 min) is
+fitted instead, and the chatbot threshold calibrated on it; the linear head stays as shipped.
+Usage: python lab/turn_reply_refit.py --artifact src/guardian/resources/turn_model --out DIR [--pair]
 """
 
 from __future__ import annotations
@@ -36,12 +38,25 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--artifact", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--pair", action="store_true", help="fit the fine-tuned (reply, request) head")
+    parser.add_argument("--head-lr", type=float, help="with --pair: the head's learning rate (default: the recipe's)")
     args = parser.parse_args()
     model = TurnModel.load(args.artifact)
     config = model.info.get("config", {})
     before = calibration(model)
     corpus = load_corpus(seed=int(config.get("seed", 17)), context=bool(config.get("context", False)))
-    fitted = fit_reply_head(model, corpus, c=float(config.get("reply_c", 1.0)), seed=int(config.get("seed", 17)))
+    if args.pair:
+        import dataclasses
+
+        from guardian.detectors.local.reply_pair_train import PAIR_CONFIG, fit_reply_pair
+        from guardian.progress import tqdm_progress
+
+        bar = tqdm_progress("reply head")
+        recipe = dataclasses.replace(PAIR_CONFIG, head_lr=args.head_lr) if args.head_lr else PAIR_CONFIG
+        model.reply_pair, fitted = fit_reply_pair(corpus, config=recipe,
+                                                  progress=lambda step, total: bar("fine-tuning", step, total))
+    else:
+        fitted = fit_reply_head(model, corpus, c=float(config.get("reply_c", 1.0)), seed=int(config.get("seed", 17)))
     metrics = calibrate(model, corpus)
     after = calibration(model)
     # Everything but the chatbot threshold is kept as shipped: re-embedding the same turns on another day
@@ -57,10 +72,10 @@ def main() -> None:
         raise SystemExit(f"the artifact was trained on {model.info.get('data')}, not the default files")
     model.metrics = {**model.metrics, "thresholds": dict(model.thresholds),
                      "dev_flagged_assistant": metrics["dev_flagged_assistant"]}
-    model.info = {**model.info, "reply_head": fitted, "n_dev_bags": len(corpus.dev), "n_train_bags": len(corpus.train),
+    model.info = {**model.info, ("reply_pair" if args.pair else "reply_head"): fitted, "n_dev_bags": len(corpus.dev), "n_train_bags": len(corpus.train),
                   "n_turns": int(corpus.data.features.shape[0]), "data_sha256": file_sha256(*files)}
     model.save(args.out)
-    print(json.dumps({"reply_head": fitted, "assistant_threshold": model.thresholds.get("assistant"), "drift": drift,
+    print(json.dumps({"reply_pair" if args.pair else "reply_head": fitted, "assistant_threshold": model.thresholds.get("assistant"), "drift": drift,
                       "dev_flagged_assistant": metrics.get("dev_flagged_assistant")}, indent=1))
 
 

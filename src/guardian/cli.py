@@ -169,11 +169,17 @@ def train(
     ] = None,
     seed: Annotated[int, typer.Option("--seed", help="Seed of the split and the initial weights.")] = 17,
     epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Training epochs (default 30).")] = None,
+    reply_pair: Annotated[
+        bool, typer.Option("--reply-pair/--no-reply-pair",
+                           help="Fine-tune the (reply, request) head that screens chatbot replies (2-7 min more; "
+                                "needs the chatbot exchanges of the default data).")
+    ] = True,
 ) -> None:
     """Train the local turn-level manipulation model (a few minutes on 2 cores, most of it embedding turns)."""
     from guardian.eval.local_eval import run_train
 
-    typer.echo(run_train(data=data, out=out, seed=seed, conversations=conversations, epochs=epochs))
+    typer.echo(run_train(data=data, out=out, seed=seed, conversations=conversations, epochs=epochs,
+                         reply_pair=reply_pair))
 
 
 @app.command("train-intent")

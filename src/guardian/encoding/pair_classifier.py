@@ -19,7 +19,7 @@ import os
 import tempfile
 import threading
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, ClassVar, Literal, Self, cast
@@ -28,7 +28,7 @@ import numpy as np
 
 from guardian._env import apply_process_defaults
 from guardian.encoding.encoders import ENCODERS, HIDDEN, EncoderName, encoder_path
-from guardian.encoding.int8 import cache_folder, onnxruntime_module, quiet_root_logger
+from guardian.encoding.int8 import cache_folder, onnxruntime_module, open_session, quiet_root_logger
 from guardian.encoding.sentence_encoder import quiet_loss_property
 from guardian.errors import ModelUnavailable
 
@@ -240,6 +240,28 @@ def int8_dir(name: str = "pair_int8") -> Path:
     return cache_folder(name)
 
 
+def build_and_open(target: Path, build: Callable[[], None], *, what: str, disable: str, threads: int) -> Any:
+    """An onnxruntime session on the int8 file `target`, built first by `build` when it is not cached;
+    each failure one sentence (`ModelUnavailable`) naming `what` and what to do."""
+    if not target.is_file():
+        try:
+            build()
+        except ModelUnavailable:
+            raise
+        except Exception as exc:  # exporter, quantiser or disk: one sentence, not a traceback
+            raise ModelUnavailable(
+                f"could not build the int8 copy of {what} in {target.parent} "
+                f"({type(exc).__name__}: {exc}); free disk space or {disable}"
+            ) from None
+    try:
+        # Worker threads that do not spin after a run: they would hold a core the next turn's MiniLM passes need.
+        return open_session(target, threads=threads)
+    except Exception as exc:  # a damaged cache file: say where it is
+        raise ModelUnavailable(
+            f"the cached int8 copy of {what} ({target}) could not be opened ({exc}); delete it and retry"
+        ) from None
+
+
 class PairClassifier:
     """A fine-tuned pair classifier: `predict_proba` over `classes` for (text, context) pairs.
 
@@ -335,32 +357,15 @@ class PairClassifier:
         with self._lock:
             if self._session is not None:
                 return
-            ort = _onnxruntime(what=self.what)
+            _onnxruntime(what=self.what)
             from transformers import AutoTokenizer
 
             tokenizer = AutoTokenizer.from_pretrained(str(encoder_path(self.config.encoder)), local_files_only=True)
             target = int8_dir(self.cache) / f"{self.digest()}.int8.onnx"
-            if not target.is_file():
-                try:
-                    export_int8(self.network(), tokenizer, self.max_len, target)
-                except ModelUnavailable:
-                    raise
-                except Exception as exc:  # exporter, quantiser or disk: one sentence, not a traceback
-                    raise ModelUnavailable(
-                        f"could not build the int8 copy of {self.what} in {target.parent} "
-                        f"({type(exc).__name__}: {exc}); free disk space or {self.disable}"
-                    ) from None
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = self.threads
-            options.inter_op_num_threads = 1
-            # Worker threads that spin after a run would hold a core the next turn's MiniLM passes need.
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            try:
-                self._session = ort.InferenceSession(str(target), options, providers=["CPUExecutionProvider"])
-            except Exception as exc:  # a damaged cache file: say where it is
-                raise ModelUnavailable(
-                    f"the cached int8 copy of {self.what} ({target}) could not be opened ({exc}); delete it and retry"
-                ) from None
+            self._session = build_and_open(
+                target, lambda: export_int8(self.network(), tokenizer, self.max_len, target),
+                what=self.what, disable=self.disable, threads=self.threads,
+            )
             self._tokenizer = tokenizer
             self._inputs = {i.name for i in self._session.get_inputs()}
 

@@ -121,7 +121,7 @@ def training_files(data: Sequence[str] | None) -> list[Path]:
 
 
 def run_train(*, data: Sequence[str] | None, out: str | None, seed: int, conversations: Sequence[str] | None = None,
-              epochs: int | None = None) -> str:
+              epochs: int | None = None, reply_pair: bool = True) -> str:
     """Train, save, and return a one-paragraph summary for the terminal."""
     import dataclasses
     import json
@@ -130,7 +130,7 @@ def run_train(*, data: Sequence[str] | None, out: str | None, seed: int, convers
     from guardian.detectors.local.train import TrainConfig, train_and_save
     from guardian.progress import tqdm_progress
 
-    config = TrainConfig(seed=seed)
+    config = TrainConfig(seed=seed, reply_pair=reply_pair)
     if epochs is not None:
         config = dataclasses.replace(config, epochs=epochs)
     directory = Path(out).expanduser() if out else cache_artifact_dir()

@@ -28,6 +28,7 @@ from guardian.detectors.intent.tuned import (
     _torch,
 )
 from guardian.encoding.encoders import EncoderName, encoder_path, encoder_version
+from guardian.encoding.pair_classifier import build_and_open
 from guardian.errors import ModelUnavailable
 
 FROZEN_ENCODER: EncoderName = "mpnet"
@@ -90,31 +91,15 @@ class FrozenEncoder:
         with self._lock:
             if self._session is not None:
                 return
-            ort = _onnxruntime()
+            _onnxruntime()
             from transformers import AutoTokenizer
 
             tokenizer = AutoTokenizer.from_pretrained(str(encoder_path(self.encoder)), local_files_only=True)
             target = _int8_dir() / f"{self.digest()}.frozen.onnx"
-            if not target.is_file():
-                try:
-                    _export_int8(_pooled_network(self.encoder, self.layers), tokenizer, FROZEN_MAX_LEN, target)
-                except ModelUnavailable:
-                    raise
-                except Exception as exc:  # exporter, quantiser or disk: one sentence, not a traceback
-                    raise ModelUnavailable(
-                        f"could not build the int8 copy of the everyday sentence encoder in {target.parent} "
-                        f"({type(exc).__name__}: {exc}); free disk space or set [intent] tuned = false"
-                    ) from None
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = self.threads
-            options.inter_op_num_threads = 1
-            options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-            try:
-                self._session = ort.InferenceSession(str(target), options, providers=["CPUExecutionProvider"])
-            except Exception as exc:
-                raise ModelUnavailable(
-                    f"the cached int8 everyday sentence encoder {target} could not be opened ({exc}); delete it and retry"
-                ) from None
+            self._session = build_and_open(
+                target, lambda: _export_int8(_pooled_network(self.encoder, self.layers), tokenizer, FROZEN_MAX_LEN, target),
+                what="the everyday sentence encoder", disable="set [intent] tuned = false", threads=self.threads,
+            )
             self._tokenizer = tokenizer
             self._inputs = {i.name for i in self._session.get_inputs()}
 

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
@@ -37,6 +37,7 @@ from guardian.detectors.local.model import (
     TurnModel,
     TurnScores,
 )
+from guardian.detectors.local.reply_pair import reply_pairs
 from guardian.detectors.local.scam_requests import request_sentences
 from guardian.encoding.sentence_encoder import SentenceEncoder, shared_encoder
 from guardian.errors import ModelUnavailable
@@ -245,6 +246,9 @@ class LocalModelDetector(Detector):
         rows = [turn_rows(w.turns, np.stack([vectors[t.text] for t in w.turns]), context=model.context)
                 for w in windows]
         scores = model.score(np.vstack(rows), windows=[len(x) for x in rows])  # labels pool over each window
+        replies = self._reply_pairs(model, [p for w in windows for p in reply_pairs(w.turns)])
+        if replies is not None:
+            scores = replace(scores, reply=replies)
         out, at = [], 0
         for w, x in zip(windows, rows, strict=True):
             part = slice(at, at + len(x))
@@ -255,6 +259,13 @@ class LocalModelDetector(Detector):
                 logits=scores.logits[part], reply=None if scores.reply is None else scores.reply[part],
             )))
         return out
+
+    def _reply_pairs(self, model: TurnModel, pairs: list[tuple[str, str]]) -> np.ndarray | None:
+        """The fine-tuned reply head's probabilities of (turn, turn before) pairs, in chatbot threads of a
+        model that has one (else None: the reply head over the turn's vector answers, if any)."""
+        if self._kind != "assistant" or model.reply_pair is None:
+            return None
+        return model.reply_pair.probability(pairs)
 
     def _assess(
         self, window: Conversation, scored: _Scored, threshold: float, model: TurnModel | None = None
@@ -331,6 +342,10 @@ class LocalModelDetector(Detector):
         vectors = self.encoder().encode([sp.text for sp in spans])
         rows = np.stack([replace_turn_vector(scored.features[i], v) for v in vectors])
         scores = model.score(rows)
+        request = reply_pairs(scored.turns)[i][1]
+        replies = self._reply_pairs(model, [(sp.text, request) for sp in spans])
+        if replies is not None:  # each sentence read as the reply to the same request
+            scores = replace(scores, reply=replies)
         values = scores.scam if column == "scam" else (
             scores.logits if self._kind != "assistant" or scores.reply is None else self._manipulation(scores))
         return spans[int(np.argmax(values))]

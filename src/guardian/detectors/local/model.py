@@ -15,8 +15,9 @@ the turn's own. MentalManip labels whole dialogues, and a label head that sees
 one turn only reached technique micro-F1 .32 on dev, the window head .46
 (docs/model-card.md). Without one, the per-turn heads answer.
 
-Stored as `weights.npz` (arrays) and `manifest.json` (thresholds, metrics, data
-hash, checksums), never a pickle.
+Stored as `weights.npz` (arrays), `manifest.json` (thresholds, metrics, data
+hash, checksums) and, when trained with one, the fine-tuned reply head's
+`reply_pair.npz` (`reply_pair`), never a pickle.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from guardian.detectors.local.reply_pair import ReplyPairHead
 from guardian.taxonomy import Technique, Vulnerability
 
 #: Column order of the technique and vulnerability heads (and of the training labels).
@@ -103,6 +105,9 @@ class TurnModel:
     #: (DIM,) and (1,), when trained with one.
     reply_w: np.ndarray | None = None
     reply_b: np.ndarray | None = None
+    #: The fine-tuned (reply, request) head (`reply_pair`), when trained with one: in chatbot threads it
+    #: answers instead of `reply_w` (the detector reads it, `score` does not: it needs the texts).
+    reply_pair: ReplyPairHead | None = None
 
     def threshold(self, sensitivity: str) -> float:
         if sensitivity not in SENSITIVITIES:
@@ -178,6 +183,12 @@ class TurnModel:
         if self.reply_w is not None and self.reply_b is not None:
             labels.update(reply_w=self.reply_w, reply_b=self.reply_b)
         np.savez(directory / WEIGHTS, w1=self.w1.astype(np.float16), b1=self.b1, w2=self.w2, b2=self.b2, **labels)
+        checksums = {WEIGHTS: hashlib.sha256((directory / WEIGHTS).read_bytes()).hexdigest()}
+        pair: dict[str, Any] = {}
+        if self.reply_pair is not None:
+            saved = self.reply_pair.save(directory)
+            checksums[saved.name] = hashlib.sha256(saved.read_bytes()).hexdigest()
+            pair = {"reply_pair": {"file": saved.name, "platt": list(self.reply_pair.platt)}}
         manifest = {
             "format": FORMAT,
             "manip_platt": list(self.manip_platt),
@@ -189,7 +200,8 @@ class TurnModel:
             "metrics": self.metrics,
             "info": self.info,
             "context": self.context,
-            "sha256": {WEIGHTS: hashlib.sha256((directory / WEIGHTS).read_bytes()).hexdigest()},
+            "sha256": checksums,
+            **pair,
         }
         (directory / MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         return directory
@@ -211,6 +223,18 @@ class TurnModel:
             raise ArtifactError(f"{WEIGHTS} missing in {directory}") from None
         if digest != manifest.get("sha256", {}).get(WEIGHTS):
             raise ArtifactError(f"{WEIGHTS} does not match its checksum (a partial copy or an edit)")
+        reply_pair = None
+        if "reply_pair" in manifest:
+            entry = manifest["reply_pair"]
+            path = directory / str(entry.get("file", ""))
+            try:
+                pair_digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            except OSError:
+                raise ArtifactError(f"{path.name} missing in {directory}") from None
+            if pair_digest != manifest.get("sha256", {}).get(path.name):
+                raise ArtifactError(f"{path.name} does not match its checksum (a partial copy or an edit)")
+            a, b = entry["platt"]
+            reply_pair = ReplyPairHead(path=path, platt=(float(a), float(b)))
         with np.load(weights, allow_pickle=False) as npz:
             arrays = {k: np.asarray(npz[k], dtype=np.float32) for k in ("w1", "b1", "w2", "b2")}
             label_arrays = {k: np.asarray(npz[k], dtype=np.float32)
@@ -226,6 +250,7 @@ class TurnModel:
             metrics=dict(manifest.get("metrics", {})),
             info=dict(manifest.get("info", {})),
             context=bool(manifest.get("context", False)),
+            reply_pair=reply_pair,
             **label_arrays,
         )
 

@@ -16,7 +16,7 @@ test is never read here (evaluation reports it).
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -63,6 +63,10 @@ class TrainConfig:
     chatbot_weight: float = 0.0
     #: Inverse L2 of the reply head (`reply.fit_reply_head`; 0: none).
     reply_c: float = 1.0
+    #: Fine-tune the (reply, request) head that answers in chatbot threads (`reply_pair_train`; 5-7 min
+    #: on two cores), and how many ordinary turns it reads as negatives.
+    reply_pair: bool = True
+    reply_pair_ordinary: int = 3000
 
 
 @dataclass
@@ -267,6 +271,9 @@ FALSE_ALARM_BUDGET = {"low": 0.005, "medium": 0.02}
 #: Synthetic ordinary phone calls are scripted to sound like scams (callers asking for details):
 #: their budget is looser, as in the product's targets.
 CALLS_BUDGET = {"low": 0.02, "medium": 0.05}
+#: Highest share of the dev part's benign chatbot threads blocked at the chatbot point: the issue's own
+#: budget ("benign replies blocked in at most 1 of 10"), applied on dev.
+CHATBOT_BENIGN_BUDGET = 0.10
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,19 +288,28 @@ class DevScores:
     vuln: np.ndarray
     tech_true: np.ndarray  # nan rows where the dialogue has no labels
     vuln_true: np.ndarray
-    #: Highest reply-head probability (zeros without a reply head).
+    #: Highest reply-head probability (zeros without a reply head): the fine-tuned pair head's when the
+    #: model has one (what chatbot threads read), else the linear head's.
     reply: np.ndarray | None = None
 
 
 def dev_scores(model: TurnModel, corpus: Corpus) -> DevScores:
     z = model.logits(corpus.data.features, corpus.sparse)
+    pair: dict[tuple[str, str], float] = {}
+    if model.reply_pair is not None:
+        from guardian.detectors.local.reply_pair_train import conversation_maxima
+
+        pa, pb = model.reply_pair.platt
+        pair = {k: float(1 / (1 + np.exp(-(pa * v + pb)))) for k, v in conversation_maxima(
+            model.reply_pair, corpus, corpus.dev, keep=lambda s: s not in ("mentalmanip_maj", "mentalmanip_hint", "augment"),
+        ).items()}
     groups: dict[tuple[str, str], list[Bag]] = {}
     for b in corpus.dev:
         if b.source in ("mentalmanip_maj", "mentalmanip_hint", "augment"):
             continue
         groups.setdefault((b.source, b.conversation_id), []).append(b)
     kind, positive, manip, scam, tech, vuln, tt, vt, reply = [], [], [], [], [], [], [], [], []
-    for (source, _), bags in groups.items():
+    for (source, conversation), bags in groups.items():
         rows = np.concatenate([b.rows for b in bags])
         label = bags[0].label
         kind.append(source if source == "mentalmanip" else f"{source}:{label}")
@@ -302,7 +318,10 @@ def dev_scores(model: TurnModel, corpus: Corpus) -> DevScores:
         manip.append(z[rows, MANIP].max())
         scam.append(z[rows, SCAM].max())
         labels = model.score(corpus.data.features[rows])  # the conversation as one window, as evaluation does
-        reply.append(0.0 if labels.reply is None else float(labels.reply.max()))
+        if pair:
+            reply.append(pair[(source, conversation)])
+        else:
+            reply.append(0.0 if labels.reply is None else float(labels.reply.max()))
         tech.append(labels.techniques[top])
         vuln.append(labels.vulnerabilities[top])
         with_t = next((b.techniques for b in bags if b.techniques is not None), None)
@@ -367,8 +386,11 @@ def calibrate(model: TurnModel, corpus: Corpus) -> dict[str, object]:
     # Chatbot threads (the middleware): an assistant has no reason to sound heated, so its operating
     # point is set by the assistant dialogues alone (same budget as medium), not by everyday quarrels.
     # There the reply head joins (`detector._manipulation`); among the thresholds that keep the task
-    # dialogues quiet, the one that best tells the dev chatbot exchanges' manipulative replies from the
-    # benign ones (most flagged minus benign flagged; the higher threshold on a tie).
+    # dialogues quiet, the lowest that blocks at most `CHATBOT_BENIGN_BUDGET` of the dev benign chatbot
+    # threads; when none does, the one that best tells the dev exchanges' manipulative replies from the
+    # benign ones (most flagged minus benign flagged; the higher threshold on a tie). The best-separation
+    # point alone blocked 84 % of held-out manipulative replies with 22 % of benign ones
+    # (lab/turn_reply_finetune.py).
     assistant = [k for k in ordinary if k.startswith("sgd")]
     bot = np.maximum(combined, scores.reply if scores.reply is not None else 0.0)
     if assistant:
@@ -384,7 +406,9 @@ def calibrate(model: TurnModel, corpus: Corpus) -> dict[str, object]:
                 y = scores.positive[chat]
                 return float(flagged[y].mean() - flagged[~y].mean()), t
 
-            thresholds["assistant"] = max(quiet_for_tasks, key=separation)
+            benign = ~scores.positive[chat]
+            within = [t for t in quiet_for_tasks if float((bot[chat][benign] >= t).mean()) <= CHATBOT_BENIGN_BUDGET]
+            thresholds["assistant"] = min(within) if within else max(quiet_for_tasks, key=separation)
         else:
             thresholds["assistant"] = min(quiet_for_tasks, default=thresholds["medium"])
     model.thresholds = thresholds
@@ -450,6 +474,12 @@ def train_and_save(
     model, history = fit(corpus.data, corpus.train, corpus.dev, config=config, progress=progress)
     label_head = fit_label_head(model, corpus, l2=config.label_l2, seed=config.seed) if config.label_l2 > 0 else {}
     reply_head = fit_reply_head(model, corpus, c=config.reply_c, seed=config.seed) if config.reply_c > 0 else {}
+    reply_pair: dict[str, object] = {}
+    if config.reply_pair:
+        from guardian.detectors.local.reply_pair_train import fit_reply_pair
+
+        model.reply_pair, reply_pair = fit_reply_pair(corpus, ordinary=config.reply_pair_ordinary,
+                                                      progress=_pair_progress(progress))
     metrics = calibrate(model, corpus)
     files = training_files(mentalmanip=mentalmanip, conversations=conversations, with_chatbot=with_chatbot)
     model.metrics = metrics
@@ -458,6 +488,7 @@ def train_and_save(
         "history": history,
         "label_head": label_head,
         "reply_head": reply_head,
+        "reply_pair": reply_pair,
         "n_train_bags": len(corpus.train),
         "n_dev_bags": len(corpus.dev),
         "n_turns": int(corpus.data.features.shape[0]),
@@ -468,3 +499,11 @@ def train_and_save(
     }
     model.save(out)
     return model, metrics
+
+
+def _pair_progress(progress: Progress | None) -> Callable[[int, int], None] | None:
+    """The reply head's fine-tuning steps as one bar of `progress`."""
+    if progress is None:
+        return None
+    report = progress
+    return lambda step, total: report("reply-pair fine-tuning", step, total)

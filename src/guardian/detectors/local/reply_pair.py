@@ -1,0 +1,96 @@
+"""The reply head read as a pair: is this turn a manipulative answer to the message before it?
+
+Why a fine-tuned pair and not the reply's own sentence vector: quiet manipulation in a chatbot
+reply (dodging a question about fees, guilt about the bot's feelings, a veiled threat, "you're
+misremembering again") is about what the reply *does* to the request, which a topical vector of the
+reply alone hardly holds. The linear head over the reply's frozen MiniLM vector blocked 6 of 32
+held-out manipulative replies by writers it never saw; MiniLM fine-tuned on (reply, request) pairs
+separates them far better (lab/turn_reply_finetune.py, docs/model-card.md "Chatbot replies").
+
+Read only in chatbot threads (`LocalModelDetector(kind="assistant")`, what the LangChain
+integration creates), once per (turn, turn before) pair: a window slides over a thread turn by
+turn, so the same pairs come back and are answered from a small cache. The probability is Platt-
+scaled on the development part (a thread's score is its highest turn), the scale stored in the
+turn model's manifest. Stored as `reply_pair.npz` beside the turn model's weights (the tuned layers
+as int8 with a scale per row, ~11 MB), loaded on first use.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import ClassVar
+
+import numpy as np
+from cachetools import LRUCache
+
+from guardian.conversation import Turn
+from guardian.encoding.pair_classifier import PairClassifier
+
+REPLY_PAIR_FILE = "reply_pair.npz"
+#: The classifier's two classes, in head order: the margin between them is the reply logit.
+CLASSES = ("benign", "manipulative")
+#: The second segment of a thread's first turn (nothing before it), as the intent model's.
+NO_REQUEST = "start"
+#: (reply, request) pairs whose logit is kept: a thread's window re-reads its turns at every new turn.
+CACHE_SIZE = 4096
+
+
+class ReplyPairs(PairClassifier):
+    """The fine-tuned (reply, request) classifier of the turn model."""
+
+    what: ClassVar[str] = "the turn model's reply head"
+    rebuild: ClassVar[str] = "rebuild the turn model with `guardian train`"
+    disable: ClassVar[str] = "point [local] artifact_dir at a turn model without one"
+    cache: ClassVar[str] = "turn_int8"
+
+
+def reply_pairs(turns: Sequence[Turn]) -> list[tuple[str, str]]:
+    """(turn, the turn before it) for each turn: what the reply head reads (training reads the same)."""
+    return [(t.text, turns[i - 1].text if i else NO_REQUEST) for i, t in enumerate(turns)]
+
+
+class ReplyPairHead:
+    """p(manipulative reply) of (reply, request) pairs: the classifier's logit margin, Platt-scaled."""
+
+    def __init__(self, *, classifier: ReplyPairs | None = None, path: Path | None = None,
+                 platt: tuple[float, float] = (1.0, 0.0)) -> None:
+        if classifier is None and path is None:
+            raise ValueError("a reply head needs a classifier or the file that holds one")
+        self._classifier = classifier
+        self.path = path
+        self.platt = platt
+        self._cache: LRUCache[tuple[str, str], float] = LRUCache(maxsize=CACHE_SIZE)
+        self._lock = threading.Lock()
+
+    @property
+    def classifier(self) -> ReplyPairs:
+        """The classifier, read from its file on first use (the turn model loads without it)."""
+        with self._lock:
+            if self._classifier is None:
+                assert self.path is not None
+                self._classifier = ReplyPairs.load(self.path.parent, file=self.path.name)
+            return self._classifier
+
+    def logits(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """(n,) uncalibrated logits: manipulative minus benign."""
+        with self._lock:
+            known = {p: self._cache[p] for p in pairs if p in self._cache}
+        todo = list(dict.fromkeys(p for p in pairs if p not in known))
+        if todo:
+            z = self.classifier.logits(todo)
+            margins = z[:, CLASSES.index("manipulative")] - z[:, CLASSES.index("benign")]
+            with self._lock:
+                for p, m in zip(todo, margins, strict=True):
+                    self._cache[p] = known[p] = float(m)
+        return np.array([known[p] for p in pairs], dtype=np.float32)
+
+    def probability(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        a, b = self.platt
+        return np.asarray(1.0 / (1.0 + np.exp(-(a * self.logits(pairs) + b))), dtype=np.float32)
+
+    def save(self, directory: Path) -> Path:
+        """The classifier as `reply_pair.npz` in `directory` (int8 layers); the Platt scale goes in the manifest."""
+        self.classifier.save(directory, file=REPLY_PAIR_FILE, int8=True)
+        return directory / REPLY_PAIR_FILE
