@@ -10,7 +10,9 @@ cannot touch it. This loads the artifact, refits the head as `guardian train` do
 how far a re-run would move them) and saves the artifact to `--out`.
 With `--pair`, the fine-tuned (reply, request) head (`reply_pair_train.fit_reply_pair`, 5-7 min) is
 fitted instead, and the chatbot threshold calibrated on it; the linear head stays as shipped.
-Usage: python lab/turn_reply_refit.py --artifact src/guardian/resources/turn_model --out DIR [--pair]
+`--calibrate-only` fits nothing and re-runs the chatbot calibration alone (after a change to how the heads
+combine). Usage: python lab/turn_reply_refit.py --artifact src/guardian/resources/turn_model --out DIR [--pair]
+[--calibrate-only]
 """
 
 from __future__ import annotations
@@ -39,13 +41,17 @@ def main() -> None:
     parser.add_argument("--artifact", type=Path, required=True)
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--pair", action="store_true", help="fit the fine-tuned (reply, request) head")
+    parser.add_argument("--calibrate-only", action="store_true",
+                        help="fit nothing: re-run the chatbot calibration with the artifact's heads as they are")
     parser.add_argument("--head-lr", type=float, help="with --pair: the head's learning rate (default: the recipe's)")
     args = parser.parse_args()
     model = TurnModel.load(args.artifact)
     config = model.info.get("config", {})
     before = calibration(model)
     corpus = load_corpus(seed=int(config.get("seed", 17)), context=bool(config.get("context", False)))
-    if args.pair:
+    if args.calibrate_only:
+        fitted = model.info.get("reply_pair" if args.pair else "reply_head", {})
+    elif args.pair:
         import dataclasses
 
         from guardian.detectors.local.reply_pair_train import PAIR_CONFIG, fit_reply_pair

@@ -73,9 +73,12 @@ class DetectorPool:
     not re-entrant); every failure is logged as a warning for the application's logs.
     """
 
-    def __init__(self, specs: Sequence[DetectorSpec] | None, *, timeout_s: float | None) -> None:
+    def __init__(self, specs: Sequence[DetectorSpec] | None, *, timeout_s: float | None,
+                 assistant: str | None = None) -> None:
         self._specs = list(specs) if specs is not None else None
         self._timeout_s = timeout_s
+        #: The assistant's speaker name: the local model reads its fine-tuned reply head on those turns only.
+        self._assistant = assistant
         self._lock = threading.Lock()
         self._runner: Runner | None = None
 
@@ -101,8 +104,10 @@ class DetectorPool:
                 made.append(spec)
                 continue
             try:
-                # The built-in local model has an operating point for chatbot threads.
-                made.append(registry.create(spec, kind="assistant") if spec == "local" else registry.create(spec))
+                # The built-in local model has an operating point for chatbot threads, and a reply head
+                # that reads the assistant's turns.
+                made.append(registry.create(spec, kind="assistant", replies_by=self._assistant) if spec == "local"
+                            else registry.create(spec))
             except Exception as exc:
                 log.warning("guardian detector %s is unavailable: %s", spec, exc)
                 unavailable.append(DetectorError(detector=spec, kind="unavailable", message=str(exc)))
@@ -206,7 +211,7 @@ class Screener:
         timeout_s: float | None,
         max_threads: int,
     ) -> None:
-        self.pool = DetectorPool(detectors, timeout_s=timeout_s)
+        self.pool = DetectorPool(detectors, timeout_s=timeout_s, assistant=speakers.assistant)
         self.threshold = threshold
         self.window = window
         self.speakers = speakers

@@ -116,3 +116,33 @@ def test_the_shipped_head_blocks_plainly_manipulative_replies_and_quotes_them() 
         if hit:
             assert any(e.turn == c.conversation.turns[-1].index for f in a.findings for e in f.evidence)
     assert blocked["manipulative"] >= 8 and blocked["benign"] <= 1, blocked
+
+
+@pytest.mark.slow
+def test_in_chatbot_threads_the_heads_are_averaged_on_the_assistants_turns_only() -> None:
+    """The fine-tuned head reads the assistant's turns (`replies_by`, what the LangChain integration passes),
+    averaged with the linear head; the user's turns keep the linear head; outside chatbot threads neither."""
+    from guardian.detectors.local.detector import LocalModelDetector
+
+    detector = LocalModelDetector(kind="assistant", replies_by="Assistant")
+    model = detector.model()
+    assert model.reply_pair is not None
+    scored = detector.score_windows([THREAD])[0]
+    linear = model.reply_probability(scored.features)
+    pair = model.reply_pair.probability(reply_pairs(THREAD.turns))
+    assert scored.scores.reply is not None and linear is not None
+    users = [i for i, t in enumerate(THREAD.turns) if t.speaker == "User"]
+    replies = [i for i, t in enumerate(THREAD.turns) if t.speaker == "Assistant"]
+    np.testing.assert_allclose(scored.scores.reply[users], linear[users], rtol=1e-6)
+    np.testing.assert_allclose(scored.scores.reply[replies], (pair[replies] + linear[replies]) / 2, rtol=1e-5)
+    assert LocalModelDetector(sensitivity="medium").score_windows([THREAD])[0].scores.reply is not None
+    elsewhere = LocalModelDetector(sensitivity="medium").score_windows([THREAD])[0].scores.reply
+    np.testing.assert_allclose(elsewhere, linear, rtol=1e-6)  # `score` gives the linear head; only chatbot threads read it
+
+
+def test_the_langchain_integration_names_the_assistant_to_the_local_model() -> None:
+    from guardian.agents._engine import DetectorPool
+
+    pool = DetectorPool(["local"], timeout_s=None, assistant="Bot")
+    (local,) = pool.detectors()
+    assert getattr(local, "_replies_by", None) == "Bot" and getattr(local, "_kind", None) == "assistant"

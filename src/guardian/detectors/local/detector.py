@@ -37,7 +37,7 @@ from guardian.detectors.local.model import (
     TurnModel,
     TurnScores,
 )
-from guardian.detectors.local.reply_pair import reply_pairs
+from guardian.detectors.local.reply_pair import chatbot_reply, reply_pairs
 from guardian.detectors.local.scam_requests import request_sentences
 from guardian.encoding.sentence_encoder import SentenceEncoder, shared_encoder
 from guardian.errors import ModelUnavailable
@@ -137,17 +137,23 @@ class LocalModelDetector(Detector):
         threshold: float | None = None,
         sensitivity: str | None = None,
         kind: str | None = None,
+        replies_by: str | None = None,
         encoder: SentenceEncoder | None = None,
     ) -> None:
         self._artifact_dir = Path(artifact_dir) if artifact_dir is not None else None
         self._threshold = threshold
         self._sensitivity = sensitivity
         self._kind = kind
+        #: In chatbot threads, the assistant's speaker name: the fine-tuned reply head (one MiniLM pass per
+        #: new turn) reads that speaker's turns only, the others keep the linear head (None: every turn).
+        self._replies_by = replies_by
         self._encoder = encoder
 
     def warm_up(self) -> None:
-        self.model()
+        model = self.model()
         self.encoder().warm_up()
+        if self._kind == "assistant" and model.reply_pair is not None:
+            model.reply_pair.classifier.prepare()  # the int8 file is built (first run) or opened now, not on a reply
 
     def model(self) -> TurnModel:
         return load_model(self._artifact_dir)
@@ -246,7 +252,8 @@ class LocalModelDetector(Detector):
         rows = [turn_rows(w.turns, np.stack([vectors[t.text] for t in w.turns]), context=model.context)
                 for w in windows]
         scores = model.score(np.vstack(rows), windows=[len(x) for x in rows])  # labels pool over each window
-        replies = self._reply_pairs(model, [p for w in windows for p in reply_pairs(w.turns)])
+        turns = [t for w in windows for t in w.turns]
+        replies = self._replies(model, turns, [p for w in windows for p in reply_pairs(w.turns)], scores.reply)
         if replies is not None:
             scores = replace(scores, reply=replies)
         out, at = [], 0
@@ -260,12 +267,20 @@ class LocalModelDetector(Detector):
             )))
         return out
 
-    def _reply_pairs(self, model: TurnModel, pairs: list[tuple[str, str]]) -> np.ndarray | None:
-        """The fine-tuned reply head's probabilities of (turn, turn before) pairs, in chatbot threads of a
-        model that has one (else None: the reply head over the turn's vector answers, if any)."""
+    def _replies(self, model: TurnModel, turns: Sequence[Turn], pairs: list[tuple[str, str]],
+                 linear: np.ndarray | None) -> np.ndarray | None:
+        """p(manipulative reply) of each (turn, turn before) pair in chatbot threads of a model with a fine-tuned
+        reply head: its mean with the linear head's (`reply_pair.chatbot_reply`) on the assistant's turns
+        (`replies_by`; every turn when unset), the linear head's elsewhere. None: the linear head answers
+        alone everywhere (no chatbot thread, or no fine-tuned head)."""
         if self._kind != "assistant" or model.reply_pair is None:
             return None
-        return model.reply_pair.probability(pairs)
+        mine = [i for i, t in enumerate(turns) if self._replies_by is None or t.speaker == self._replies_by]
+        out = np.zeros(len(pairs), np.float32) if linear is None else np.array(linear, np.float32)
+        if mine:
+            read = model.reply_pair.probability([pairs[i] for i in mine])
+            out[mine] = chatbot_reply(read, None if linear is None else out[mine])
+        return out
 
     def _assess(
         self, window: Conversation, scored: _Scored, threshold: float, model: TurnModel | None = None
@@ -343,7 +358,7 @@ class LocalModelDetector(Detector):
         rows = np.stack([replace_turn_vector(scored.features[i], v) for v in vectors])
         scores = model.score(rows)
         request = reply_pairs(scored.turns)[i][1]
-        replies = self._reply_pairs(model, [(sp.text, request) for sp in spans])
+        replies = self._replies(model, [turn] * len(spans), [(sp.text, request) for sp in spans], scores.reply)
         if replies is not None:  # each sentence read as the reply to the same request
             scores = replace(scores, reply=replies)
         values = scores.scam if column == "scam" else (

@@ -46,6 +46,20 @@ class ReplyPairs(PairClassifier):
     cache: ClassVar[str] = "turn_int8"
 
 
+def chatbot_reply(pair: np.ndarray, linear: np.ndarray | None) -> np.ndarray:
+    """p(manipulative reply) in chatbot threads: the mean of the fine-tuned pair head's and the linear head's.
+
+    Why both: they fail differently. The pair head reads what a reply does to the request, but a reply's
+    first sentence alone (what streaming screens before releasing it) can fall outside what it learned:
+    "Stop being so paranoid and difficult." answering a user unsure about sharing a password read .11
+    there, .90 by the linear head over its vector. Averaged, the held-out threads move by one or two
+    (docs/model-card.md) and no single head's blind spot releases a sentence.
+    """
+    if linear is None:
+        return pair
+    return np.asarray((pair + linear) / 2, dtype=np.float32)
+
+
 def reply_pairs(turns: Sequence[Turn]) -> list[tuple[str, str]]:
     """(turn, the turn before it) for each turn: what the reply head reads (training reads the same)."""
     return [(t.text, turns[i - 1].text if i else NO_REQUEST) for i, t in enumerate(turns)]

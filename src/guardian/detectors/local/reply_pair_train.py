@@ -85,16 +85,24 @@ def training_rows(
     return pairs, np.array(labels, dtype=int), weight / weight.mean() if len(weight) else weight, g
 
 
-def conversation_maxima(head: ReplyPairHead, corpus: Corpus, bags: Sequence[Bag],
-                        keep: Callable[[str], bool] = lambda _: True) -> dict[tuple[str, str], float]:
-    """Each conversation's highest reply-head logit (uncalibrated), for the conversations whose source `keep`s."""
+def turn_logits(head: ReplyPairHead, corpus: Corpus, bags: Sequence[Bag],
+                keep: Callable[[str], bool] = lambda _: True) -> dict[int, float]:
+    """The reply head's logit (uncalibrated) of every row of the conversations whose source `keep`s."""
     texts = corpus.data.texts
-    out = {}
+    out: dict[int, float] = {}
     for key, group in _conversations(bags).items():
         if keep(key[0]):
             rows = np.concatenate([b.rows for b in group])
-            out[key] = float(head.logits(conversation_pairs(texts, rows)).max())
+            out.update(zip(rows.tolist(), head.logits(conversation_pairs(texts, rows)).tolist(), strict=True))
     return out
+
+
+def conversation_maxima(head: ReplyPairHead, corpus: Corpus, bags: Sequence[Bag],
+                        keep: Callable[[str], bool] = lambda _: True) -> dict[tuple[str, str], float]:
+    """Each conversation's highest reply-head logit (uncalibrated), for the conversations whose source `keep`s."""
+    logits = turn_logits(head, corpus, bags, keep)
+    return {key: max(logits[r] for b in group for r in b.rows.tolist())
+            for key, group in _conversations(bags).items() if keep(key[0])}
 
 
 def fit_reply_pair(

@@ -28,6 +28,7 @@ from guardian.detectors.local.data import TECHNIQUES, VULNERABILITIES, Bag, Trai
 from guardian.detectors.local.labels import fit_label_head
 from guardian.detectors.local.model import MANIP, OUTPUTS, SCAM, TECH, VULN, TurnModel
 from guardian.detectors.local.reply import fit_reply_head
+from guardian.detectors.local.reply_pair import chatbot_reply
 from guardian.progress import Progress
 
 
@@ -288,19 +289,19 @@ class DevScores:
     vuln: np.ndarray
     tech_true: np.ndarray  # nan rows where the dialogue has no labels
     vuln_true: np.ndarray
-    #: Highest reply-head probability (zeros without a reply head): the fine-tuned pair head's when the
-    #: model has one (what chatbot threads read), else the linear head's.
+    #: Highest reply-head probability (zeros without a reply head): with a fine-tuned pair head, its mean
+    #: with the linear head's (what chatbot threads read), else the linear head's.
     reply: np.ndarray | None = None
 
 
 def dev_scores(model: TurnModel, corpus: Corpus) -> DevScores:
     z = model.logits(corpus.data.features, corpus.sparse)
-    pair: dict[tuple[str, str], float] = {}
+    pair: dict[int, float] = {}  # row -> the fine-tuned reply head's probability, when the model has one
     if model.reply_pair is not None:
-        from guardian.detectors.local.reply_pair_train import conversation_maxima
+        from guardian.detectors.local.reply_pair_train import turn_logits
 
         pa, pb = model.reply_pair.platt
-        pair = {k: float(1 / (1 + np.exp(-(pa * v + pb)))) for k, v in conversation_maxima(
+        pair = {r: float(1 / (1 + np.exp(-(pa * v + pb)))) for r, v in turn_logits(
             model.reply_pair, corpus, corpus.dev, keep=lambda s: s not in ("mentalmanip_maj", "mentalmanip_hint", "augment"),
         ).items()}
     groups: dict[tuple[str, str], list[Bag]] = {}
@@ -309,7 +310,7 @@ def dev_scores(model: TurnModel, corpus: Corpus) -> DevScores:
             continue
         groups.setdefault((b.source, b.conversation_id), []).append(b)
     kind, positive, manip, scam, tech, vuln, tt, vt, reply = [], [], [], [], [], [], [], [], []
-    for (source, conversation), bags in groups.items():
+    for (source, _), bags in groups.items():
         rows = np.concatenate([b.rows for b in bags])
         label = bags[0].label
         kind.append(source if source == "mentalmanip" else f"{source}:{label}")
@@ -318,8 +319,8 @@ def dev_scores(model: TurnModel, corpus: Corpus) -> DevScores:
         manip.append(z[rows, MANIP].max())
         scam.append(z[rows, SCAM].max())
         labels = model.score(corpus.data.features[rows])  # the conversation as one window, as evaluation does
-        if pair:
-            reply.append(pair[(source, conversation)])
+        if pair:  # what chatbot threads read: the two heads' mean (`reply_pair.chatbot_reply`)
+            reply.append(float(chatbot_reply(np.array([pair[int(r)] for r in rows], np.float32), labels.reply).max()))
         else:
             reply.append(0.0 if labels.reply is None else float(labels.reply.max()))
         tech.append(labels.techniques[top])
