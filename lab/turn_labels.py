@@ -21,16 +21,16 @@ from pathlib import Path
 
 import numpy as np
 
-from guardian.detectors.local.corpus import Corpus, load_corpus
-from guardian.detectors.local.data import Bag
-from guardian.detectors.local.labels import LABELLED, fit_label_head, fit_multilabel
-from guardian.detectors.local.model import MANIP, TECH, VULN, TurnModel, window_pool
-from guardian.detectors.local.train import (
+from guardian.detectors.local.calibration import (
     _micro_f1,
     _ratio_decisions,
     dev_scores,
     tune_label_ratios,
 )
+from guardian.detectors.local.corpus import Corpus, load_corpus
+from guardian.detectors.local.data import Bag
+from guardian.detectors.local.labels import LABELLED, fit_label_head, fit_multilabel
+from guardian.detectors.local.model import MANIP, TECH, VULN, TurnModel, window_pool
 
 RATIOS = np.linspace(0.3, 1.0, 15)
 

@@ -18,7 +18,7 @@ DailyDialog and benign calls (the turn before as the request); scored on the dev
 AUC of the manipulative replies against every assistant reply of the benign threads, by writing
 round, and the share of manipulative / benign replies blocked at two thresholds: the one that flags
 2 % of the dev SGD dialogues (a dialogue's score: its highest assistant turn), and the chatbot point
-chosen as `train.calibrate` does (at or above it, the best dev blocked-minus-benign share), and the
+chosen as `calibration.calibrate` (then `train.calibrate`) does (at or above it, the best dev blocked-minus-benign share), and the
 issue's budget applied on dev (at or above it, the lowest threshold blocking at most 10 % of the dev
 benign replies), with test SGD's flagged share at each. Prints one JSON object (and writes `--out`).
 Usage: python lab/turn_reply_finetune.py [--epochs 3] [--lr 5e-5] [--ordinary 3000] [--out FILE] [--scores FILE]
@@ -93,7 +93,7 @@ def judge(scores: dict[str, Any], rows: dict[str, list[tuple[Row, str]]], sgd: d
     from sklearn.metrics import roc_auc_score
 
     quiet = float(np.quantile(sgd["dev"], 0.98))
-    # The chatbot point as `train.calibrate` chooses it: among the thresholds that keep the dev task
+    # The chatbot point as `calibration.calibrate` (then `train.calibrate`) chooses it: among the thresholds that keep the dev task
     # dialogues quiet (this one and above), the one that best tells the dev manipulative replies from
     # the benign ones (blocked share minus benign blocked share; the higher threshold on a tie).
     s_dev = np.array(scores["dev"])

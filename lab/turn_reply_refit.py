@@ -6,7 +6,7 @@ whole artifact with `guardian train` refits the network too, which is not bit-re
 loaded 2-core machine, and every per-kind figure would have to be re-measured for a change that
 cannot touch it. This loads the artifact, refits the head as `guardian train` does
 (`reply.fit_reply_head` with the artifact's `reply_c` and seed), re-runs the dev calibration
-(`train.calibrate`) for the chatbot threshold, keeps every other calibration value as shipped (printing
+(`calibration.calibrate`) for the chatbot threshold, keeps every other calibration value as shipped (printing
 how far a re-run would move them) and saves the artifact to `--out`.
 With `--pair`, the fine-tuned (reply, request) head (`reply_pair_train.fit_reply_pair`, 5-7 min) is
 fitted instead, and the chatbot threshold calibrated on it; the linear head stays as shipped.
@@ -23,12 +23,13 @@ from pathlib import Path
 from typing import Any
 
 from guardian.corpora.datasets import file_sha256
+from guardian.detectors.local.calibration import calibrate
 from guardian.detectors.local.corpus import load_corpus
 from guardian.detectors.local.model import TurnModel
 from guardian.detectors.local.reply import fit_reply_head
-from guardian.detectors.local.train import calibrate, training_files
+from guardian.detectors.local.train import training_files
 
-#: What `train.calibrate` sets on a model besides the chatbot threshold.
+#: What `calibration.calibrate` sets on a model besides the chatbot threshold.
 CALIBRATION = ("thresholds", "manip_platt", "scam_platt", "technique_ratio", "vulnerability_ratio")
 
 

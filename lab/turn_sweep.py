@@ -9,10 +9,11 @@ from pathlib import Path
 
 import numpy as np
 
+from guardian.detectors.local.calibration import calibrate, dev_scores
 from guardian.detectors.local.corpus import load_corpus
 from guardian.detectors.local.model import TurnModel
 from guardian.detectors.local.reply import fit_reply_head
-from guardian.detectors.local.train import TrainConfig, calibrate, dev_scores, fit, log
+from guardian.detectors.local.train import TrainConfig, fit, log
 
 
 def auc(pos: np.ndarray, neg: np.ndarray) -> float:

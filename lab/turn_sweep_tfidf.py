@@ -8,8 +8,9 @@ import json
 import numpy as np
 from sklearn.feature_extraction.text import TfidfVectorizer
 
+from guardian.detectors.local.calibration import calibrate, dev_scores
 from guardian.detectors.local.corpus import load_corpus
-from guardian.detectors.local.train import TrainConfig, calibrate, dev_scores, fit, log
+from guardian.detectors.local.train import TrainConfig, fit, log
 
 
 def auc(pos: np.ndarray, neg: np.ndarray) -> float:

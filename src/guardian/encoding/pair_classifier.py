@@ -188,7 +188,7 @@ def tokenize_pairs(tokenizer: Any, pairs: Sequence[tuple[str, str]], max_len: in
 def pair_markers(tokenizer: Any) -> tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]:
     """The special ids an encoder puts before, between and after a pair's two segments
     (MiniLM: [CLS] / [SEP] / [SEP]; MPNet: <s> / </s></s> / </s>), read off the tokenizer itself,
-    once per tokenizer (`_tokenize` runs on every live turn)."""
+    once per tokenizer (`tokenize_pairs` runs on every live turn)."""
     (x,), (y,) = (tokenizer(t, add_special_tokens=False)["input_ids"] for t in ("a", "b"))
     full: list[int] = tokenizer("a", "b")["input_ids"]
     i, j = full.index(x), full.index(y, full.index(x) + 1)
@@ -233,11 +233,6 @@ def export_int8(net: Any, tokenizer: Any, max_len: int, target: Path) -> None:
             part.replace(target)
         finally:
             part.unlink(missing_ok=True)
-
-
-def int8_dir(name: str = "pair_int8") -> Path:
-    """Where int8 files are cached; a private temporary folder when the cache cannot be written."""
-    return cache_folder(name)
 
 
 def build_and_open(target: Path, build: Callable[[], None], *, what: str, disable: str, threads: int) -> Any:
@@ -361,7 +356,7 @@ class PairClassifier:
             from transformers import AutoTokenizer
 
             tokenizer = AutoTokenizer.from_pretrained(str(encoder_path(self.config.encoder)), local_files_only=True)
-            target = int8_dir(self.cache) / f"{self.digest()}.int8.onnx"
+            target = cache_folder(self.cache) / f"{self.digest()}.int8.onnx"
             self._session = build_and_open(
                 target, lambda: export_int8(self.network(), tokenizer, self.max_len, target),
                 what=self.what, disable=self.disable, threads=self.threads,

@@ -17,6 +17,7 @@ from guardian.detectors.intent.tuned import (
     pair_text,
 )
 from guardian.detectors.intent.tuned_train import train_tuned
+from guardian.encoding import pair_classifier
 from guardian.encoding.encoders import EncoderName, encoder_path
 from guardian.errors import ModelUnavailable
 from guardian.taxonomy import FaceAct
@@ -185,18 +186,16 @@ def test_first_prediction_in_a_fresh_process_loads_both_halves(tmp_path: Path) -
 def test_pairs_are_cut_like_the_tokenizer_and_long_utterances_too(encoder: EncoderName) -> None:
     from transformers import AutoTokenizer
 
-    from guardian.detectors.intent.tuned import _tokenize
-
     tokenizer = AutoTokenizer.from_pretrained(str(encoder_path(encoder)), local_files_only=True)
     pairs = _pairs(_rows(3))
-    ids, types = _tokenize(tokenizer, pairs, 48)
+    ids, types = pair_classifier.tokenize_pairs(tokenizer, pairs, 48)
     for (a, b), i, t in zip(pairs, ids, types, strict=True):
         if len(tokenizer(a)["input_ids"]) < 44:  # where the tokenizer's own truncation works, same output
             want = tokenizer(a, b, truncation="only_second", max_length=48)
             assert want["input_ids"] == i
             # segment ids: the utterance with its markers, then the context (BERT's own; MPNet has none)
             assert want.get("token_type_ids", t) == t and t.index(1) == len(tokenizer(a)["input_ids"])
-    long_ids, long_types = _tokenize(tokenizer, [("asker: " + "please " * 300, "other: no")], 48)
+    long_ids, long_types = pair_classifier.tokenize_pairs(tokenizer, [("asker: " + "please " * 300, "other: no")], 48)
     assert len(long_ids[0]) == len(long_types[0]) == 48
     assert long_ids[0][0] == tokenizer.cls_token_id and long_ids[0][-1] == tokenizer.sep_token_id
 
@@ -214,7 +213,6 @@ def test_a_cut_mpnet_trains_saves_and_runs_as_int8(tmp_path: Path, monkeypatch: 
     layout and missing segment ids survive the int8 export, and the copy follows float32."""
     import torch
 
-    from guardian.detectors.intent import tuned as intent_tuned
 
     monkeypatch.setenv("GUARDIAN_CACHE_DIR", str(tmp_path / "cache"))
     rows = _rows()
@@ -229,9 +227,9 @@ def test_a_cut_mpnet_trains_saves_and_runs_as_int8(tmp_path: Path, monkeypatch: 
 
     int8 = loaded.predict_proba(pairs[:8])
     assert "types" not in loaded._inputs  # pooling over every piece: the graph never reads segment ids
-    ids, types = intent_tuned._tokenize(loaded._tokenizer, pairs[:8], config.max_len)
+    ids, types = pair_classifier.tokenize_pairs(loaded._tokenizer, pairs[:8], config.max_len)
     with torch.inference_mode():
-        exact = np.stack([torch.softmax(loaded.network()(*intent_tuned._pad(torch, [i], [t])), -1)[0].numpy()
+        exact = np.stack([torch.softmax(loaded.network()(*pair_classifier.pad(torch, [i], [t])), -1)[0].numpy()
                           for i, t in zip(ids, types, strict=True)])
     assert float(np.abs(int8 - exact).mean()) < 0.02
     assert int8.argmax(1).tolist() == exact.argmax(1).tolist()
@@ -287,7 +285,6 @@ def test_int8_model_is_built_once_then_reused_and_follows_float32(
     close to the float32 network it was made from (docs/intent.md gives the accuracy it costs)."""
     import torch
 
-    from guardian.detectors.intent import tuned as intent_tuned
     from guardian.detectors.intent.model import bundled_artifact_dir
 
     monkeypatch.setenv("GUARDIAN_CACHE_DIR", str(tmp_path))
@@ -299,18 +296,16 @@ def test_int8_model_is_built_once_then_reused_and_follows_float32(
     np.testing.assert_array_equal(one_by_one, int8)  # each pair runs alone, batched or not
 
     net = tuned.network()
-    ids, types = intent_tuned._tokenize(tuned._tokenizer, pairs, tuned.config.max_len)
+    ids, types = pair_classifier.tokenize_pairs(tuned._tokenizer, pairs, tuned.config.max_len)
     with torch.inference_mode():
         exact = np.vstack([
-            torch.softmax(net(*intent_tuned._pad(torch, [i], [t])), -1).numpy() for i, t in zip(ids, types, strict=True)
+            torch.softmax(net(*pair_classifier.pad(torch, [i], [t])), -1).numpy() for i, t in zip(ids, types, strict=True)
         ])
     assert float(np.abs(int8 - exact).mean()) < 0.02
     assert (int8.argmax(1) == exact.argmax(1)).mean() >= 0.9
 
     def no_export(*_args: object) -> None:
         raise AssertionError("the cached int8 file should have been reused")
-
-    from guardian.encoding import pair_classifier
 
     monkeypatch.setattr(pair_classifier, "export_int8", no_export)  # the shared export (encoding)
     again = TunedFaceActs.load(bundled_artifact_dir())
@@ -364,7 +359,6 @@ def test_utterance_pooling_reads_only_the_utterance_and_survives_export(
     utterance's word pieces only; it is saved with the model and kept by the int8 copy."""
     import torch
 
-    from guardian.detectors.intent import tuned as intent_tuned
 
     monkeypatch.setenv("GUARDIAN_CACHE_DIR", str(tmp_path / "cache"))
     rows = _rows()
@@ -377,8 +371,8 @@ def test_utterance_pooling_reads_only_the_utterance_and_survives_export(
 
     int8 = loaded.predict_proba(pairs[:8])  # builds the int8 copy and loads the tokenizer
     net = loaded.network()
-    ids, types = intent_tuned._tokenize(loaded._tokenizer, pairs[:8], config.max_len)
-    inp, typ, mask = intent_tuned._pad(torch, ids, types)
+    ids, types = pair_classifier.tokenize_pairs(loaded._tokenizer, pairs[:8], config.max_len)
+    inp, typ, mask = pair_classifier.pad(torch, ids, types)
     with torch.inference_mode():
         hidden = net.base(input_ids=inp, token_type_ids=typ, attention_mask=mask).last_hidden_state
         keep = (mask * (typ == 0)).unsqueeze(-1).float()

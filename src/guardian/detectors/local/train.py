@@ -10,7 +10,7 @@ head (`labels`) replaces them at run time.
 
 Parts (by `corpora.conversations.split_of` and the same hash for MentalManip ids):
 train fits the weights, dev picks the epoch, the calibration and the thresholds,
-test is never read here (evaluation reports it).
+test is never read here (evaluation reports it). The calibration on dev is `calibration`.
 """
 
 from __future__ import annotations
@@ -23,12 +23,12 @@ from typing import Any
 
 import numpy as np
 
-from guardian.detectors.local.corpus import Corpus, chatbot_exchanges_path, load_corpus
+from guardian.detectors.local.calibration import calibrate
+from guardian.detectors.local.corpus import chatbot_exchanges_path, load_corpus
 from guardian.detectors.local.data import TECHNIQUES, VULNERABILITIES, Bag, TrainingSet
 from guardian.detectors.local.labels import fit_label_head
 from guardian.detectors.local.model import MANIP, OUTPUTS, SCAM, TECH, VULN, TurnModel
 from guardian.detectors.local.reply import fit_reply_head
-from guardian.detectors.local.reply_pair import chatbot_reply
 from guardian.progress import Progress
 
 
@@ -251,195 +251,8 @@ def bag_max(model: TurnModel, features: np.ndarray, bags: Sequence[Bag]) -> tupl
     return manip, scam
 
 
-def platt(scores: np.ndarray, labels: np.ndarray, *, weights: np.ndarray | None = None) -> tuple[float, float]:
-    """(a, b) of p = sigmoid(a * score + b), a weighted logistic fit."""
-    from sklearn.linear_model import LogisticRegression
-
-    if len(set(labels.tolist())) < 2:  # a tiny dev part (tests): leave the logits as they are
-        return 1.0, 0.0
-    fitted = LogisticRegression(C=1e4).fit(scores.reshape(-1, 1), labels.astype(int), sample_weight=weights)
-    return float(fitted.coef_[0, 0]), float(fitted.intercept_[0])
-
-
 def log(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
-
-
-# -- calibration and thresholds on the development part -------------------------------------------
-
-#: Highest share of ordinary conversations of each kind flagged at some turn, per sensitivity.
-FALSE_ALARM_BUDGET = {"low": 0.005, "medium": 0.02}
-#: Synthetic ordinary phone calls are scripted to sound like scams (callers asking for details):
-#: their budget is looser, as in the product's targets.
-CALLS_BUDGET = {"low": 0.02, "medium": 0.05}
-#: Highest share of the dev part's benign chatbot threads blocked at the chatbot point: the issue's own
-#: budget ("benign replies blocked in at most 1 of 10"), applied on dev.
-CHATBOT_BENIGN_BUDGET = 0.10
-
-
-@dataclass(frozen=True, slots=True)
-class DevScores:
-    """One row per dev conversation: its kind, label, highest calibrated scores, top-turn label scores."""
-
-    kind: list[str]
-    positive: np.ndarray
-    manip_logit: np.ndarray
-    scam_logit: np.ndarray
-    tech: np.ndarray  # label probabilities of the top turn
-    vuln: np.ndarray
-    tech_true: np.ndarray  # nan rows where the dialogue has no labels
-    vuln_true: np.ndarray
-    #: Highest reply-head probability (zeros without a reply head): with a fine-tuned pair head, its mean
-    #: with the linear head's (what chatbot threads read), else the linear head's.
-    reply: np.ndarray | None = None
-
-
-def dev_scores(model: TurnModel, corpus: Corpus) -> DevScores:
-    z = model.logits(corpus.data.features, corpus.sparse)
-    pair: dict[int, float] = {}  # row -> the fine-tuned reply head's probability, when the model has one
-    if model.reply_pair is not None:
-        from guardian.detectors.local.reply_pair_train import turn_logits
-
-        pa, pb = model.reply_pair.platt
-        pair = {r: float(1 / (1 + np.exp(-(pa * v + pb)))) for r, v in turn_logits(
-            model.reply_pair, corpus, corpus.dev, keep=lambda s: s not in ("mentalmanip_maj", "mentalmanip_hint", "augment"),
-        ).items()}
-    groups: dict[tuple[str, str], list[Bag]] = {}
-    for b in corpus.dev:
-        if b.source in ("mentalmanip_maj", "mentalmanip_hint", "augment"):
-            continue
-        groups.setdefault((b.source, b.conversation_id), []).append(b)
-    kind, positive, manip, scam, tech, vuln, tt, vt, reply = [], [], [], [], [], [], [], [], []
-    for (source, _), bags in groups.items():
-        rows = np.concatenate([b.rows for b in bags])
-        label = bags[0].label
-        kind.append(source if source == "mentalmanip" else f"{source}:{label}")
-        positive.append(label in ("manipulative", "scam"))
-        top = int(np.argmax(z[rows, MANIP]))
-        manip.append(z[rows, MANIP].max())
-        scam.append(z[rows, SCAM].max())
-        labels = model.score(corpus.data.features[rows])  # the conversation as one window, as evaluation does
-        if pair:  # what chatbot threads read: the two heads' mean (`reply_pair.chatbot_reply`)
-            reply.append(float(chatbot_reply(np.array([pair[int(r)] for r in rows], np.float32), labels.reply).max()))
-        else:
-            reply.append(0.0 if labels.reply is None else float(labels.reply.max()))
-        tech.append(labels.techniques[top])
-        vuln.append(labels.vulnerabilities[top])
-        with_t = next((b.techniques for b in bags if b.techniques is not None), None)
-        with_v = next((b.vulnerabilities for b in bags if b.vulnerabilities is not None), None)
-        tt.append(with_t if with_t is not None else np.full(len(TECHNIQUES), np.nan))
-        vt.append(with_v if with_v is not None else np.full(len(VULNERABILITIES), np.nan))
-    return DevScores(kind, np.array(positive), np.array(manip), np.array(scam), np.array(tech), np.array(vuln),
-                     np.array(tt), np.array(vt), np.array(reply))
-
-
-def _ratio_decisions(scores: np.ndarray, ratio: float) -> np.ndarray:
-    return scores >= ratio * scores.max(axis=1, keepdims=True)
-
-
-def _micro_f1(truth: np.ndarray, pred: np.ndarray) -> float:
-    tp = float((truth * pred).sum())
-    fp = float(((1 - truth) * pred).sum())
-    fn = float((truth * (1 - pred)).sum())
-    return 2 * tp / max(2 * tp + fp + fn, 1.0)
-
-
-def calibrate(model: TurnModel, corpus: Corpus) -> dict[str, object]:
-    """Fill in the model's calibration, thresholds and label ratios from the dev part; dev metrics."""
-    scores = dev_scores(model, corpus)
-    kinds = np.array(scores.kind)
-    mm = kinds == "mentalmanip"
-    # Manipulation head: calibrated where it was trained to answer (MentalManip and the scam calls'
-    # scammers); the scam head on the calls.
-    # The chatbot exchanges are left out: hand-picked hard cases, not a sample of conversations.
-    natural = ~np.char.startswith(kinds.astype(str), "chatbot")
-    model.manip_platt = platt(scores.manip_logit[natural], scores.positive[natural])
-    calls = np.char.startswith(kinds.astype(str), "calls")
-    model.scam_platt = platt(scores.scam_logit[calls], scores.positive[calls])
-    a, b = model.manip_platt
-    sa, sb = model.scam_platt
-    p_manip = 1 / (1 + np.exp(-(a * scores.manip_logit + b)))
-    p_scam = 1 / (1 + np.exp(-(sa * scores.scam_logit + sb)))
-    combined = np.maximum(p_manip, p_scam)
-    grid = np.unique(np.round(np.concatenate([combined, np.linspace(0.05, 0.99, 95)]), 4))
-
-    def macro_f1(threshold: float) -> float:
-        y, p = scores.positive[mm], combined[mm] >= threshold
-        f = []
-        for cls in (True, False):
-            tp = float(((y == cls) & (p == cls)).sum())
-            f.append(2 * tp / max(float((y == cls).sum() + (p == cls).sum()), 1.0))
-        return float(np.mean(f))
-
-    high = max(grid, key=macro_f1)
-    thresholds = {"high": float(high)}
-    ordinary = sorted({k for k in kinds if k.endswith(":benign") and not k.startswith("chatbot")})
-    for level in ("medium", "low"):
-        def quiet(threshold: float, level: str = level) -> bool:
-            for k in ordinary:
-                budget = CALLS_BUDGET[level] if k.startswith("calls") else FALSE_ALARM_BUDGET[level]
-                if float((combined[kinds == k] >= threshold).mean()) > budget:
-                    return False
-            return True
-
-        floor = max(thresholds["high"], thresholds.get("medium", 0.0))
-        thresholds[level] = float(min((t for t in grid if t >= floor and quiet(t)), default=0.99))
-    # Chatbot threads (the middleware): an assistant has no reason to sound heated, so its operating
-    # point is set by the assistant dialogues alone (same budget as medium), not by everyday quarrels.
-    # There the reply head joins (`detector._manipulation`); among the thresholds that keep the task
-    # dialogues quiet, the lowest that blocks at most `CHATBOT_BENIGN_BUDGET` of the dev benign chatbot
-    # threads; when none does, the one that best tells the dev exchanges' manipulative replies from the
-    # benign ones (most flagged minus benign flagged; the higher threshold on a tie). The best-separation
-    # point alone blocked 84 % of held-out manipulative replies with 22 % of benign ones
-    # (lab/turn_reply_finetune.py).
-    assistant = [k for k in ordinary if k.startswith("sgd")]
-    bot = np.maximum(combined, scores.reply if scores.reply is not None else 0.0)
-    if assistant:
-        quiet_for_tasks = [
-            float(t) for t in np.unique(np.concatenate([grid, np.round(bot, 4)]))
-            if 0.05 <= t <= thresholds["medium"]
-            and all(float((bot[kinds == k] >= t).mean()) <= FALSE_ALARM_BUDGET["medium"] for k in assistant)
-        ]
-        chat = np.char.startswith(kinds.astype(str), "chatbot")
-        if quiet_for_tasks and chat.any() and scores.positive[chat].any() and (~scores.positive[chat]).any():
-            def separation(t: float) -> tuple[float, float]:
-                flagged = bot[chat] >= t
-                y = scores.positive[chat]
-                return float(flagged[y].mean() - flagged[~y].mean()), t
-
-            benign = ~scores.positive[chat]
-            within = [t for t in quiet_for_tasks if float((bot[chat][benign] >= t).mean()) <= CHATBOT_BENIGN_BUDGET]
-            thresholds["assistant"] = min(within) if within else max(quiet_for_tasks, key=separation)
-        else:
-            thresholds["assistant"] = min(quiet_for_tasks, default=thresholds["medium"])
-    model.thresholds = thresholds
-    model.scam_threshold = thresholds["medium"]
-    metrics: dict[str, object] = {"thresholds": thresholds}
-    for level, threshold in thresholds.items():
-        flagged = (bot if level == "assistant" else combined) >= threshold
-        per_kind = {k: round(float(flagged[kinds == k].mean()), 4) for k in sorted(set(kinds))}
-        y, p = scores.positive[mm], flagged[mm]
-        per_kind["mentalmanip_accuracy"] = round(float((y == p).mean()), 4)
-        per_kind["mentalmanip_macro_f1"] = round(macro_f1(threshold), 4)
-        per_kind["mentalmanip_fpr"] = round(float(p[~y].mean()), 4)
-        metrics[f"dev_flagged_{level}"] = per_kind
-    metrics.update(tune_label_ratios(model, scores))
-    return metrics
-
-
-def tune_label_ratios(model: TurnModel, scores: DevScores) -> dict[str, float]:
-    """The label ratios with the best micro-F1 on the dev part's labelled MentalManip dialogues (set
-    in `model`), and those micro-F1s."""
-    mm = np.array(scores.kind) == "mentalmanip"
-    ratios = np.linspace(0.3, 1.0, 15)
-    out = {}
-    for name, truth, predicted in (("technique", scores.tech_true, scores.tech),
-                                   ("vulnerability", scores.vuln_true, scores.vuln)):
-        labelled = mm & ~np.isnan(truth[:, 0])
-        best = float(max(ratios, key=lambda r: _micro_f1(truth[labelled], _ratio_decisions(predicted[labelled], r))))
-        setattr(model, f"{name}_ratio", best)
-        out[f"dev_{name}_micro_f1"] = round(_micro_f1(truth[labelled], _ratio_decisions(predicted[labelled], best)), 4)
-    return out
 
 
 def training_files(
