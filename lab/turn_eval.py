@@ -21,7 +21,11 @@ import numpy as np
 from guardian.conversation import Conversation
 from guardian.corpora.conversations import conversations_dir, load_conversations, split_of
 from guardian.corpora.datasets import load_mentalmanip, mentalmanip_path
-from guardian.detectors.local.corpus import load_chatbot_exchanges, training_encoder
+from guardian.detectors.local.corpus import (
+    load_chatbot_exchanges,
+    load_dialogue_turns,
+    training_encoder,
+)
 from guardian.detectors.local.detector import LocalModelDetector
 
 
@@ -58,8 +62,13 @@ def main() -> None:
 
     if not args.chatbot_only:
         kinds: dict[str, dict[str, object]] = {}
-        for f in sorted(conversations_dir().glob("*.jsonl")):
-            rows = [c for c in load_conversations(f) if split_of(c.id) == args.part]
+        # The ordinary conversations and calls, the turn-labelled dialogues (their part), and the LLM-written
+        # gaslighting dialogues (an evaluation set: every one, never trained on).
+        sets = [(f.stem, [c for c in load_conversations(f) if split_of(c.id) == args.part])
+                for f in sorted(conversations_dir().glob("*.jsonl"))]
+        sets.append(("dialogues", [c for c in load_dialogue_turns() if split_of(c.id) == args.part]))
+        sets.append(("gaslighting_eval", load_conversations(Path(__file__).parent / "data" / "gaslighting_dialogues.jsonl")))
+        for stem, rows in sets:
             by_label = defaultdict(list)
             for c in rows:
                 by_label[c.label].append(c)
@@ -71,17 +80,18 @@ def main() -> None:
                     for level in by_level:
                         flags[level].append([who is not None for _, who in r[level]])
                         first = next((who for _, who in r[level] if who is not None), None)
-                        if first is not None and c.scammer is not None:
-                            named[level].append(first == c.scammer)
+                        if first is not None and c.suspect is not None:
+                            named[level].append(first == c.suspect)
                 entry: dict[str, object] = {"n": len(convs), "turns_p50": statistics.median(len(t) for t in tops)}
                 for level in by_level:
                     entry[f"flagged_any_{level}"] = round(float(np.mean([any(f) for f in flags[level]])), 4)
                     entry[f"turns_flagged_{level}"] = round(float(np.mean([x for f in flags[level] for x in f])), 4)
-                    if named[level]:
-                        entry[f"scammer_named_{level}"] = round(float(np.mean(named[level])), 4)
+                    if named[level]:  # who is named at the first flag: the scammer, the manipulator
+                        who = "scammer" if label == "scam" else "suspect"
+                        entry[f"{who}_named_{level}"] = round(float(np.mean(named[level])), 4)
                 entry["top_probability_p50"] = round(float(np.median([max(t) for t in tops])), 4)
                 entry["top_probability_p90"] = round(float(np.quantile([max(t) for t in tops], 0.9)), 4)
-                kinds[f"{f.stem}:{label}"] = entry
+                kinds[f"{stem}:{label}"] = entry
         out["conversations"] = kinds
 
         dialogues = [d for d in load_mentalmanip(mentalmanip_path("con")) if split_of(d.id) == args.part]

@@ -11,7 +11,9 @@ how far a re-run would move them) and saves the artifact to `--out`.
 With `--pair`, the fine-tuned (reply, request) head (`reply_pair_train.fit_reply_pair`, 5-7 min) is
 fitted instead, and the chatbot threshold calibrated on it; the linear head stays as shipped.
 `--calibrate-only` fits nothing and re-runs the chatbot calibration alone (after a change to how the heads
-combine). Usage: python lab/turn_reply_refit.py --artifact src/guardian/resources/turn_model --out DIR [--pair]
+combine). `--dialogue` (with `--pair`) lets the pair head join the network outside chatbot threads too
+(`reply_pair.dialogue_turn`, its dialogue scale fitted on dev) and keeps the low / medium / high thresholds
+that calibration then chooses, under the shipped Platt scales. Usage: python lab/turn_reply_refit.py --artifact src/guardian/resources/turn_model --out DIR [--pair]
 [--calibrate-only]
 """
 
@@ -45,13 +47,27 @@ def main() -> None:
     parser.add_argument("--calibrate-only", action="store_true",
                         help="fit nothing: re-run the chatbot calibration with the artifact's heads as they are")
     parser.add_argument("--head-lr", type=float, help="with --pair: the head's learning rate (default: the recipe's)")
+    parser.add_argument("--dialogue", action="store_true",
+                        help="with --pair: keep the low / medium / high thresholds the dialogue rule calibrates "
+                             "(the pair head joins the network outside chatbot threads), with the shipped Platt scales")
     args = parser.parse_args()
     model = TurnModel.load(args.artifact)
     config = model.info.get("config", {})
+    # The heads refitted here may read files added after the network was trained (the turn-labelled
+    # dialogues), never fewer than it read.
+    files = training_files()
+    trained_on = list(model.info.get("data") or [])
+    if [p.name for p in files][: len(trained_on)] != trained_on:
+        raise SystemExit(f"the artifact was trained on {trained_on}, not the default files")
     before = calibration(model)
     corpus = load_corpus(seed=int(config.get("seed", 17)), context=bool(config.get("context", False)))
     if args.calibrate_only:
         fitted = model.info.get("reply_pair" if args.pair else "reply_head", {})
+        if args.dialogue and model.reply_pair is not None:
+            from guardian.detectors.local.reply_pair_train import dialogue_scale
+
+            model.reply_pair.dialogue_platt = dialogue_scale(model.reply_pair, corpus)
+            fitted = {**fitted, "dialogue_platt": model.reply_pair.dialogue_platt}
     elif args.pair:
         import dataclasses
 
@@ -64,23 +80,26 @@ def main() -> None:
                                                   progress=lambda step, total: bar("fine-tuning", step, total))
     else:
         fitted = fit_reply_head(model, corpus, c=float(config.get("reply_c", 1.0)), seed=int(config.get("seed", 17)))
-    metrics = calibrate(model, corpus)
+    if not args.dialogue and model.reply_pair is not None:
+        model.reply_pair.dialogue_platt = None  # the head stays in chatbot threads
+    metrics = calibrate(model, corpus, refit_platt=not args.dialogue)
     after = calibration(model)
     # Everything but the chatbot threshold is kept as shipped: re-embedding the same turns on another day
     # moves the dev scores in the fourth decimal, and with them the Platt fits; that drift is reported.
     drift = {k: (before[k], after[k]) for k in before if k != "thresholds" and before[k] != after[k]}
     drift.update({f"threshold_{k}": (v, after["thresholds"][k]) for k, v in before["thresholds"].items()
                   if k != "assistant" and v != after["thresholds"][k]})
-    for name, value in {**before, "thresholds": {**before["thresholds"], "assistant": after["thresholds"]["assistant"]}}.items():
+    kept = dict(after["thresholds"]) if args.dialogue else {**before["thresholds"], "assistant": after["thresholds"]["assistant"]}
+    for name, value in {**before, "thresholds": kept}.items():
         setattr(model, name, value)
     model.scam_threshold = model.thresholds["medium"]
-    files = training_files()
-    if [p.name for p in files] != model.info.get("data"):
-        raise SystemExit(f"the artifact was trained on {model.info.get('data')}, not the default files")
     model.metrics = {**model.metrics, "thresholds": dict(model.thresholds),
                      "dev_flagged_assistant": metrics["dev_flagged_assistant"]}
+    if args.dialogue:
+        model.metrics = {**metrics, "thresholds": dict(model.thresholds)}
     model.info = {**model.info, ("reply_pair" if args.pair else "reply_head"): fitted, "n_dev_bags": len(corpus.dev), "n_train_bags": len(corpus.train),
-                  "n_turns": int(corpus.data.features.shape[0]), "data_sha256": file_sha256(*files)}
+                  "n_turns": int(corpus.data.features.shape[0]), "data_sha256": file_sha256(*files),
+                  "data": [p.name for p in files]}
     model.save(args.out)
     print(json.dumps({"reply_pair" if args.pair else "reply_head": fitted, "assistant_threshold": model.thresholds.get("assistant"), "drift": drift,
                       "dev_flagged_assistant": metrics.get("dev_flagged_assistant")}, indent=1))

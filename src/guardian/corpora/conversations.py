@@ -38,6 +38,9 @@ class LabelledConversation:
     #: The speaker `meta.roles` names `Suspect`, whatever the label: a scam call's scammer, an
     #: evaluation dialogue's manipulator (who a flag should name).
     suspect: str | None = None
+    #: Turn labels where the file gives them (`meta.manipulative_turns`, 0-based): the turns that
+    #: manipulate; None when only the conversation is labelled.
+    manipulative_turns: tuple[int, ...] | None = None
 
     @property
     def scammer(self) -> str | None:
@@ -91,7 +94,12 @@ def load_conversations(path: str | Path, *, kind: str | None = None) -> list[Lab
             )
             cid = str(row["id"])
             label = str(row.get("label") or "benign")
-            roles = (row.get("meta") or {}).get("roles") or {}
+            meta = row.get("meta") or {}
+            roles = meta.get("roles") or {}
+            marked = meta.get("manipulative_turns")
+            manipulative_turns = None if marked is None else tuple(sorted({int(i) for i in marked}))
+            if manipulative_turns and not 0 <= manipulative_turns[0] <= manipulative_turns[-1] < len(turns):
+                raise ValueError(f"manipulative_turns {list(manipulative_turns)} outside the {len(turns)} turns")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             reason = exc.msg if isinstance(exc, json.JSONDecodeError) else f"{type(exc).__name__}: {exc}"
             raise InputError(
@@ -103,7 +111,8 @@ def load_conversations(path: str | Path, *, kind: str | None = None) -> list[Lab
             raise InputError(f"conversation id {cid!r} appears twice", source=source, line=n)
         seen.add(cid)
         suspect = next((str(s) for s, r in roles.items() if r == "Suspect"), None)
-        out.append(LabelledConversation(cid, kind, label, Conversation(id=cid, turns=turns), suspect))
+        out.append(LabelledConversation(cid, kind, label, Conversation(id=cid, turns=turns), suspect,
+                                        manipulative_turns))
     return out
 
 

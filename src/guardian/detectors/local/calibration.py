@@ -21,10 +21,13 @@ from guardian.detectors.local.data import (
     conversation_pairs,
 )
 from guardian.detectors.local.model import MANIP, SCAM, TurnModel
-from guardian.detectors.local.reply_pair import ReplyPairHead, chatbot_reply
+from guardian.detectors.local.reply_pair import ReplyPairHead, chatbot_reply, dialogue_turn
 
 #: Bag sources that carry labels or hints, not a conversation of their own: left out of the dev scores.
 LABEL_ONLY = ("mentalmanip_maj", "mentalmanip_hint", "augment")
+#: Conversations written for their hard cases (turn-labelled), not a sample of anyone's talk: left out
+#: of the network's Platt scale and of the everyday false-alarm budgets.
+HAND_WRITTEN = ("chatbot", "dialogue")
 
 
 def platt(scores: np.ndarray, labels: np.ndarray, *, weights: np.ndarray | None = None) -> tuple[float, float]:
@@ -62,16 +65,33 @@ class DevScores:
     #: Highest reply-head probability (zeros without a reply head): with a fine-tuned pair head, its mean
     #: with the linear head's (what chatbot threads read), else the linear head's.
     reply: np.ndarray | None = None
+    #: Per conversation, every turn's manipulation logit and (with a pair head that has a dialogue scale)
+    #: its dialogue probability: what other conversations read (`reply_pair.dialogue_turn`).
+    turn_logits: list[np.ndarray] | None = None
+    turn_dialogue: list[np.ndarray] | None = None
+
+    def manipulation(self, platt_ab: tuple[float, float]) -> np.ndarray:
+        """Each conversation's highest p(manipulative turn) outside chatbot threads, under the network's
+        Platt scale `platt_ab`: the network's alone, or its mean with the pair head's."""
+        a, b = platt_ab
+        if self.turn_logits is None or self.turn_dialogue is None:
+            return np.asarray(1 / (1 + np.exp(-(a * self.manip_logit + b))))
+        return np.array([float(dialogue_turn(pair, (1 / (1 + np.exp(-(a * z + b)))).astype(np.float32)).max())
+                         for z, pair in zip(self.turn_logits, self.turn_dialogue, strict=True)])
 
 
 def dev_scores(model: TurnModel, corpus: Corpus) -> DevScores:
     z = model.logits(corpus.data.features, corpus.sparse)
     pair: dict[int, float] = {}  # row -> the fine-tuned reply head's probability, when the model has one
+    logits: dict[int, float] = {}
     if model.reply_pair is not None:
         logits = turn_logits(model.reply_pair, corpus, corpus.dev, keep=lambda s: s not in LABEL_ONLY)
         pair = dict(zip(logits, model.reply_pair.calibrated(np.array(list(logits.values()))).tolist(), strict=True))
     groups = by_conversation([b for b in corpus.dev if b.source not in LABEL_ONLY])
     kind, positive, manip, scam, tech, vuln, tt, vt, reply = [], [], [], [], [], [], [], [], []
+    dialogue_scale = model.reply_pair.dialogue_platt if model.reply_pair is not None else None
+    per_turn: list[np.ndarray] = []
+    per_turn_dialogue: list[np.ndarray] = []
     for (source, _), bags in groups.items():
         rows = np.concatenate([b.rows for b in bags])
         label = bags[0].label
@@ -79,6 +99,10 @@ def dev_scores(model: TurnModel, corpus: Corpus) -> DevScores:
         positive.append(label in ("manipulative", "scam"))
         top = int(np.argmax(z[rows, MANIP]))
         manip.append(z[rows, MANIP].max())
+        per_turn.append(z[rows, MANIP])
+        if model.reply_pair is not None and dialogue_scale is not None:
+            per_turn_dialogue.append(model.reply_pair.calibrated(np.array([logits[int(r)] for r in rows]),
+                                                                 platt=dialogue_scale))
         scam.append(z[rows, SCAM].max())
         labels = model.score(corpus.data.features[rows])  # the conversation as one window, as evaluation does
         if pair:  # what chatbot threads read: the two heads' mean (`reply_pair.chatbot_reply`)
@@ -92,7 +116,8 @@ def dev_scores(model: TurnModel, corpus: Corpus) -> DevScores:
         tt.append(with_t if with_t is not None else np.full(len(TECHNIQUES), np.nan))
         vt.append(with_v if with_v is not None else np.full(len(VULNERABILITIES), np.nan))
     return DevScores(kind, np.array(positive), np.array(manip), np.array(scam), np.array(tech), np.array(vuln),
-                     np.array(tt), np.array(vt), np.array(reply))
+                     np.array(tt), np.array(vt), np.array(reply), per_turn,
+                     per_turn_dialogue if dialogue_scale is not None else None)
 
 
 def _ratio_decisions(scores: np.ndarray, ratio: float) -> np.ndarray:
@@ -106,27 +131,31 @@ def _micro_f1(truth: np.ndarray, pred: np.ndarray) -> float:
     return 2 * tp / max(2 * tp + fp + fn, 1.0)
 
 
-def calibrate(model: TurnModel, corpus: Corpus) -> dict[str, object]:
-    """Fill in the model's calibration, thresholds and label ratios from the dev part; dev metrics."""
+def calibrate(model: TurnModel, corpus: Corpus, *, refit_platt: bool = True) -> dict[str, object]:
+    """Fill in the model's calibration, thresholds and label ratios from the dev part; dev metrics.
+
+    `refit_platt=False` keeps the network's Platt scales (a head fitted onto a shipped artifact: the same
+    turns re-embedded on another day move the fits in the fourth decimal)."""
     scores = dev_scores(model, corpus)
     kinds = np.array(scores.kind)
     mm = kinds == "mentalmanip"
     # Manipulation head: calibrated where it was trained to answer (MentalManip and the scam calls'
     # scammers); the scam head on the calls.
-    # The chatbot exchanges are left out: hand-picked hard cases, not a sample of conversations.
-    natural = ~np.char.startswith(kinds.astype(str), "chatbot")
-    model.manip_platt = platt(scores.manip_logit[natural], scores.positive[natural])
+    # The chatbot exchanges and turn-labelled dialogues are left out: hand-picked hard cases, not a
+    # sample of conversations.
+    natural = ~np.isin([k.split(":")[0] for k in kinds], HAND_WRITTEN)
     calls = np.char.startswith(kinds.astype(str), "calls")
-    model.scam_platt = platt(scores.scam_logit[calls], scores.positive[calls])
-    a, b = model.manip_platt
+    if refit_platt:
+        model.manip_platt = platt(scores.manip_logit[natural], scores.positive[natural])
+        model.scam_platt = platt(scores.scam_logit[calls], scores.positive[calls])
     sa, sb = model.scam_platt
-    p_manip = 1 / (1 + np.exp(-(a * scores.manip_logit + b)))
+    p_manip = scores.manipulation(model.manip_platt)
     p_scam = 1 / (1 + np.exp(-(sa * scores.scam_logit + sb)))
     combined = np.maximum(p_manip, p_scam)
     grid = np.unique(np.round(np.concatenate([combined, np.linspace(0.05, 0.99, 95)]), 4))
 
-    def macro_f1(threshold: float) -> float:
-        y, p = scores.positive[mm], combined[mm] >= threshold
+    def macro_f1(threshold: float, values: np.ndarray = combined) -> float:
+        y, p = scores.positive[mm], values[mm] >= threshold
         f = []
         for cls in (True, False):
             tp = float(((y == cls) & (p == cls)).sum())
@@ -135,7 +164,7 @@ def calibrate(model: TurnModel, corpus: Corpus) -> dict[str, object]:
 
     high = max(grid, key=macro_f1)
     thresholds = {"high": float(high)}
-    ordinary = sorted({k for k in kinds if k.endswith(":benign") and not k.startswith("chatbot")})
+    ordinary = sorted({k for k in kinds if k.endswith(":benign") and k.split(":")[0] not in HAND_WRITTEN})
     for level in ("medium", "low"):
         def quiet(threshold: float, level: str = level) -> bool:
             for k in ordinary:
@@ -155,7 +184,8 @@ def calibrate(model: TurnModel, corpus: Corpus) -> dict[str, object]:
     # point alone blocked 84 % of held-out manipulative replies with 22 % of benign ones
     # (lab/turn_reply_finetune.py).
     assistant = [k for k in ordinary if k.startswith("sgd")]
-    bot = np.maximum(combined, scores.reply if scores.reply is not None else 0.0)
+    network = np.maximum(1 / (1 + np.exp(-(model.manip_platt[0] * scores.manip_logit + model.manip_platt[1]))), p_scam)
+    bot = np.maximum(network, scores.reply if scores.reply is not None else 0.0)  # chatbot threads: no dialogue rule
     if assistant:
         quiet_for_tasks = [
             float(t) for t in np.unique(np.concatenate([grid, np.round(bot, 4)]))
@@ -182,7 +212,7 @@ def calibrate(model: TurnModel, corpus: Corpus) -> dict[str, object]:
         per_kind = {k: round(float(flagged[kinds == k].mean()), 4) for k in sorted(set(kinds))}
         y, p = scores.positive[mm], flagged[mm]
         per_kind["mentalmanip_accuracy"] = round(float((y == p).mean()), 4)
-        per_kind["mentalmanip_macro_f1"] = round(macro_f1(threshold), 4)
+        per_kind["mentalmanip_macro_f1"] = round(macro_f1(threshold, bot if level == "assistant" else combined), 4)
         per_kind["mentalmanip_fpr"] = round(float(p[~y].mean()), 4)
         metrics[f"dev_flagged_{level}"] = per_kind
     metrics.update(tune_label_ratios(model, scores))

@@ -37,6 +37,21 @@ def load_chatbot_exchanges(path: Path | None = None) -> list[LabelledConversatio
     return load_conversations(path, kind="chatbot") if path.is_file() else []
 
 
+def dialogue_turns_path() -> Path:
+    """`data/dialogues/turns.jsonl`: two-person dialogues whose manipulative turns are labelled one by one."""
+    from guardian.corpora.conversations import conversations_dir
+
+    return conversations_dir().parent / "dialogues" / "turns.jsonl"
+
+
+def load_dialogue_turns(path: Path | None = None) -> list[LabelledConversation]:
+    """The turn-labelled dialogues (kind "dialogue"); none when the file is absent (an installed copy)."""
+    from guardian.corpora.conversations import load_conversations
+
+    path = path or dialogue_turns_path()
+    return load_conversations(path, kind="dialogue") if path.is_file() else []
+
+
 def embedding_cache() -> Path:
     return locations.cache_dir() / "turn_model_embeddings" / f"{MODEL_NAME}-{MAX_TOKENS}.npz"
 
@@ -68,6 +83,7 @@ def load_corpus(
     context: bool = False,
     hints: bool = True,
     chatbot: Sequence[LabelledConversation] | None = None,
+    dialogues: Sequence[LabelledConversation] | None = None,
 ) -> Corpus:
     """MentalManip and conversations of other kinds, train and dev parts only.
 
@@ -75,7 +91,8 @@ def load_corpus(
     (majority labels made the binary decision worse, docs/model-card.md); given CSVs train
     every head (merged by id, first file wins). Conversations: `data/conversations/*.jsonl`.
     Chatbot exchanges (`load_chatbot_exchanges` by default): the manipulative assistant reply is a
-    positive turn, every other turn a negative.
+    positive turn, every other turn a negative; turn-labelled dialogues (`load_dialogue_turns` by
+    default) likewise, their labelled turns positive.
     """
     from guardian.corpora.conversations import conversations_dir, load_conversations, split_of
     from guardian.corpora.datasets import load_mentalmanip, mentalmanip_path
@@ -102,6 +119,7 @@ def load_corpus(
     maj_only = [d for d in maj_only if part(d.id) == "train"]
     others = [c for c in others if part(c.id) in keep]
     exchanges = [c for c in (load_chatbot_exchanges() if chatbot is None else chatbot) if part(c.id) in keep]
+    exchanges += [c for c in (load_dialogue_turns() if dialogues is None else dialogues) if part(c.id) in keep]
     encoder = training_encoder()
     texts = [t.text for d in (*con, *maj_only) for t in d.conversation.turns]
     texts += [t.text for c in (*others, *exchanges) for t in c.conversation.turns]

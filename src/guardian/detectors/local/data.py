@@ -77,9 +77,11 @@ def build(
     paper's key phrases; such turns form one more positive bag ("one of these is it"), the weak
     turn hints that tell the model which words of a manipulative dialogue manipulate.
 
-    `exchanges`: user -> assistant threads whose last reply is manipulative or benign (source
-    "chatbot"). A manipulative thread's last turn is a positive bag of one turn (a turn label, not
-    a dialogue label); its other turns, and every turn of a benign thread, are negatives one by one.
+    `exchanges`: conversations labelled turn by turn (source: their kind): user -> assistant threads
+    whose last reply is manipulative or benign ("chatbot"), and dialogues naming their manipulative
+    turns (`manipulative_turns`, "dialogue"). Each manipulative turn is a positive bag of one turn
+    (a turn label, not a dialogue label): a chatbot thread's last one unless the file names others;
+    the other turns, and every turn of a benign conversation, are negatives one by one.
     """
     chunks: list[np.ndarray] = []
     bags: list[Bag] = []
@@ -146,12 +148,14 @@ def build(
                             manipulative=0.0, scam=0.0, negative_turns=True))
     for c in exchanges:
         rows = add(c.conversation)
-        manipulative = c.label == "manipulative"
-        earlier = rows[:-1] if manipulative else rows
-        if manipulative:
-            bags.append(Bag(rows=rows[-1:], source="chatbot", conversation_id=c.id, label=c.label, manipulative=1.0))
-        if len(earlier):
-            bags.append(Bag(rows=earlier, source="chatbot", conversation_id=c.id, label=c.label,
+        marked = np.zeros(len(rows), bool)
+        if c.label == "manipulative":
+            marked[list(c.manipulative_turns) if c.manipulative_turns is not None else [-1]] = True
+        for r in rows[marked]:
+            bags.append(Bag(rows=np.array([r]), source=c.kind, conversation_id=c.id, label=c.label,
+                            manipulative=1.0))
+        if (~marked).any():
+            bags.append(Bag(rows=rows[~marked], source=c.kind, conversation_id=c.id, label=c.label,
                             manipulative=0.0, scam=0.0, negative_turns=True))
     for conversation, label in pairs:
         rows = add(conversation)

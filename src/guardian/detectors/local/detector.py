@@ -9,6 +9,11 @@ goes on; findings point at the flagged turns and quote the sentence of each that
 scores highest; the manipulator is the speaker of the flagged turns (the latest
 one when the latest turn is flagged), never a guess over the window.
 
+A turn's p(manipulative) is the network's mean with the fine-tuned pair head's, which reads
+what the turn does to the turn before it (`reply_pair`; learned from turn-labelled dialogues and
+chatbot threads), when the artifact's head has a dialogue scale; in chatbot threads the
+reply heads join as `_manipulation` says.
+
 The decision threshold comes from the `sensitivity` setting (`[local] sensitivity`:
 low, medium — the default, chosen so that ordinary conversations stay quiet —
 or high, MentalManip's best macro-F1); `[local] threshold` overrides it. Details
@@ -37,7 +42,12 @@ from guardian.detectors.local.model import (
     TurnModel,
     TurnScores,
 )
-from guardian.detectors.local.reply_pair import chatbot_reply, reply_pairs, request_of
+from guardian.detectors.local.reply_pair import (
+    chatbot_reply,
+    dialogue_turn,
+    reply_pairs,
+    request_of,
+)
 from guardian.detectors.local.scam_requests import request_sentences
 from guardian.encoding.sentence_encoder import SentenceEncoder, shared_encoder
 from guardian.errors import ModelUnavailable
@@ -152,8 +162,8 @@ class LocalModelDetector(Detector):
     def warm_up(self) -> None:
         model = self.model()
         self.encoder().warm_up()
-        if self._kind == "assistant" and model.reply_pair is not None:
-            model.reply_pair.classifier.prepare()  # the int8 file is built (first run) or opened now, not on a reply
+        if model.reply_pair is not None and (self._kind == "assistant" or model.reply_pair.dialogue_platt is not None):
+            model.reply_pair.classifier.prepare()  # the int8 file is built (first run) or opened now, not on a turn
 
     def model(self) -> TurnModel:
         return load_model(self._artifact_dir)
@@ -253,9 +263,13 @@ class LocalModelDetector(Detector):
                 for w in windows]
         scores = model.score(np.vstack(rows), windows=[len(x) for x in rows])  # labels pool over each window
         turns = [t for w in windows for t in w.turns]
-        replies = self._replies(model, turns, [p for w in windows for p in reply_pairs(w.turns)], scores.reply)
+        pairs = [p for w in windows for p in reply_pairs(w.turns)]
+        replies = self._replies(model, turns, pairs, scores.reply)
         if replies is not None:
             scores = replace(scores, reply=replies)
+        dialogue = self._dialogue(model, pairs, scores.manipulation)
+        if dialogue is not None:
+            scores = replace(scores, manipulation=dialogue)
         out, at = [], 0
         for w, x in zip(windows, rows, strict=True):
             part = slice(at, at + len(x))
@@ -281,6 +295,14 @@ class LocalModelDetector(Detector):
             read = model.reply_pair.probability([pairs[i] for i in mine])
             out[mine] = chatbot_reply(read, None if linear is None else out[mine])
         return out
+
+    def _dialogue(self, model: TurnModel, pairs: list[tuple[str, str]], network: np.ndarray) -> np.ndarray | None:
+        """p(manipulative) of each turn outside chatbot threads, with a pair head that has a dialogue scale:
+        its mean with the network's (`reply_pair.dialogue_turn`). None: the network answers alone."""
+        head = model.reply_pair
+        if self._kind == "assistant" or head is None or head.dialogue_platt is None or not pairs:
+            return None
+        return dialogue_turn(head.dialogue_probability(pairs), network)
 
     def _assess(
         self, window: Conversation, scored: _Scored, threshold: float, model: TurnModel | None = None
@@ -358,11 +380,15 @@ class LocalModelDetector(Detector):
         rows = np.stack([replace_turn_vector(scored.features[i], v) for v in vectors])
         scores = model.score(rows)
         request = request_of(scored.turns, i)
-        replies = self._replies(model, [turn] * len(spans), [(sp.text, request) for sp in spans], scores.reply)
-        if replies is not None:  # each sentence read as the reply to the same request
+        pairs = [(sp.text, request) for sp in spans]  # each sentence read as the reply to the same turn
+        replies = self._replies(model, [turn] * len(spans), pairs, scores.reply)
+        if replies is not None:
             scores = replace(scores, reply=replies)
-        values = scores.scam if column == "scam" else (
-            scores.logits if self._kind != "assistant" or scores.reply is None else self._manipulation(scores))
+        dialogue = self._dialogue(model, pairs, scores.manipulation)
+        if dialogue is not None:
+            scores = replace(scores, manipulation=dialogue)
+        by_head = dialogue is not None or (self._kind == "assistant" and scores.reply is not None)
+        values = scores.scam if column == "scam" else (self._manipulation(scores) if by_head else scores.logits)
         return spans[int(np.argmax(values))]
 
     def _manipulation(self, s: TurnScores) -> np.ndarray:

@@ -106,7 +106,8 @@ class TurnModel:
     reply_w: np.ndarray | None = None
     reply_b: np.ndarray | None = None
     #: The fine-tuned (reply, request) head (`reply_pair`), when trained with one: in chatbot threads it
-    #: answers instead of `reply_w` (the detector reads it, `score` does not: it needs the texts).
+    #: answers with `reply_w`, in other conversations (with its dialogue scale) with the network (the
+    #: detector reads it, `score` does not: it needs the texts).
     reply_pair: ReplyPairHead | None = None
 
     def threshold(self, sensitivity: str) -> float:
@@ -189,6 +190,8 @@ class TurnModel:
             saved = self.reply_pair.save(directory)
             checksums[saved.name] = hashlib.sha256(saved.read_bytes()).hexdigest()
             pair = {"reply_pair": {"file": saved.name, "platt": list(self.reply_pair.platt)}}
+            if self.reply_pair.dialogue_platt is not None:
+                pair["reply_pair"]["dialogue_platt"] = list(self.reply_pair.dialogue_platt)
         manifest = {
             "format": FORMAT,
             "manip_platt": list(self.manip_platt),
@@ -234,7 +237,9 @@ class TurnModel:
             if pair_digest != manifest.get("sha256", {}).get(path.name):
                 raise ArtifactError(f"{path.name} does not match its checksum (a partial copy or an edit)")
             a, b = entry["platt"]
-            reply_pair = ReplyPairHead(path=path, platt=(float(a), float(b)))
+            scale = entry.get("dialogue_platt")
+            reply_pair = ReplyPairHead(path=path, platt=(float(a), float(b)),
+                                       dialogue_platt=None if scale is None else (float(scale[0]), float(scale[1])))
         with np.load(weights, allow_pickle=False) as npz:
             arrays = {k: np.asarray(npz[k], dtype=np.float32) for k in ("w1", "b1", "w2", "b2")}
             label_arrays = {k: np.asarray(npz[k], dtype=np.float32)

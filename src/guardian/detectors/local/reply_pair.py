@@ -60,6 +60,25 @@ def chatbot_reply(pair: np.ndarray, linear: np.ndarray | None) -> np.ndarray:
     return np.asarray((pair + linear) / 2, dtype=np.float32)
 
 
+#: The pair head's share of a turn's p(manipulative) outside chatbot threads (`dialogue_turn`).
+DIALOGUE_PAIR_SHARE = 2 / 3
+
+
+def dialogue_turn(pair: np.ndarray, network: np.ndarray) -> np.ndarray:
+    """p(manipulative) of a turn in a conversation that is not a chatbot thread: the network's and the pair
+    head's (read with its dialogue scale, `ReplyPairHead.dialogue_probability`), weighted 1 : 2.
+
+    Why both: the network learned MentalManip's film dialogues and the scam calls, and alone it flags the
+    victim's pushback ("Are you seriously threatening me?") before the manipulator's quiet denial ("I never
+    said that"); the pair head learned from turn labels what a turn does to the one before it
+    (`data/dialogues/turns.jsonl`), but never saw a film. The weights were chosen on the dev part
+    (`lab/turn_dialogue_rules.py`): against the plain mean, the same recall of manipulative dialogues with the
+    manipulator named first in all of them and fewer fair arguments flagged (docs/model-card.md,
+    "Turn-labelled dialogues").
+    """
+    return np.asarray(DIALOGUE_PAIR_SHARE * pair + (1 - DIALOGUE_PAIR_SHARE) * network, dtype=np.float32)
+
+
 def request_of(turns: Sequence[Turn], i: int) -> str:
     """What turn `i` answers: the turn before it, `NO_REQUEST` for the first."""
     return turns[i - 1].text if i else NO_REQUEST
@@ -74,12 +93,15 @@ class ReplyPairHead:
     """p(manipulative reply) of (reply, request) pairs: the classifier's logit margin, Platt-scaled."""
 
     def __init__(self, *, classifier: ReplyPairs | None = None, path: Path | None = None,
-                 platt: tuple[float, float] = (1.0, 0.0)) -> None:
+                 platt: tuple[float, float] = (1.0, 0.0), dialogue_platt: tuple[float, float] | None = None) -> None:
         if classifier is None and path is None:
             raise ValueError("a reply head needs a classifier or the file that holds one")
         self._classifier = classifier
         self.path = path
         self.platt = platt
+        #: The scale of a turn of any other conversation (fitted on the dev part's turn-labelled dialogues
+        #: and ordinary turns, turn by turn); None: the head is read in chatbot threads only.
+        self.dialogue_platt = dialogue_platt
         self._cache: LRUCache[tuple[str, str], float] = LRUCache(maxsize=CACHE_SIZE)
         self._lock = threading.Lock()
 
@@ -108,9 +130,15 @@ class ReplyPairHead:
     def probability(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
         return self.calibrated(self.logits(pairs))
 
-    def calibrated(self, logits: np.ndarray) -> np.ndarray:
-        """Logits (`logits`) as probabilities: the Platt scale."""
-        a, b = self.platt
+    def dialogue_probability(self, pairs: Sequence[tuple[str, str]]) -> np.ndarray:
+        """p(manipulative turn) outside chatbot threads (the dialogue scale); needs `dialogue_platt`."""
+        if self.dialogue_platt is None:
+            raise ValueError("this reply head has no dialogue scale")
+        return self.calibrated(self.logits(pairs), platt=self.dialogue_platt)
+
+    def calibrated(self, logits: np.ndarray, *, platt: tuple[float, float] | None = None) -> np.ndarray:
+        """Logits (`logits`) as probabilities: the Platt scale (the chatbot one unless `platt` is given)."""
+        a, b = platt or self.platt
         return np.asarray(1.0 / (1.0 + np.exp(-(a * np.asarray(logits, np.float64) + b))), dtype=np.float32)
 
     def save(self, directory: Path) -> Path:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from guardian.detectors.local.calibration import platt, turn_logits
+from guardian.detectors.local.calibration import HAND_WRITTEN, platt, turn_logits
 from guardian.detectors.local.corpus import Corpus
 from guardian.detectors.local.data import Bag, by_conversation, conversation_pairs
 from guardian.detectors.local.reply import CHATBOT_NEGATIVE_WEIGHT, ORDINARY_WEIGHT
@@ -51,7 +51,7 @@ def training_rows(
     for (source, _), bags in sorted(by_conversation(corpus.train).items()):
         rows = np.concatenate([b.rows for b in bags])
         read = dict(zip(rows.tolist(), conversation_pairs(texts, rows), strict=True))
-        if source == "chatbot":
+        if source in HAND_WRITTEN:
             for b in bags:
                 positive = b.manipulative == 1.0
                 for r in b.rows.tolist():
@@ -103,7 +103,26 @@ def fit_reply_pair(
     y_dev = np.array([k in positive for k in keys], dtype=int)
     a, shift = platt(x[:, 0], y_dev)
     head.platt = (a, shift)
+    head.dialogue_platt = dialogue_scale(head, corpus)
     return head, {"positives": int((groups == 0).sum()), "chatbot_negatives": int((groups == 1).sum()),
                   "ordinary_negatives": int((groups == 2).sum()),
                   "config": {k: getattr(config, k) for k in ("epochs", "lr", "head_lr", "max_len", "batch_size", "seed")},
-                  "platt": [a, shift], "dev_conversations": len(keys)}
+                  "platt": [a, shift], "dialogue_platt": head.dialogue_platt, "dev_conversations": len(keys)}
+
+
+#: The dev conversations whose turns set the dialogue scale: the turn-labelled dialogues (their labelled
+#: turns positive, every other turn negative) and everyday and task dialogues (every turn negative).
+DIALOGUE_SCALE_SOURCES = ("dialogue", "dailydialog", "sgd")
+
+
+def dialogue_scale(head: ReplyPairHead, corpus: Corpus) -> tuple[float, float] | None:
+    """The Platt scale of a turn outside chatbot threads, fitted turn by turn on the dev part (None without
+    turn-labelled dev dialogues: the head then stays in chatbot threads)."""
+    logits = turn_logits(head, corpus, corpus.dev, keep=lambda s: s in DIALOGUE_SCALE_SOURCES)
+    positive = {int(r) for b in corpus.dev if b.source == "dialogue" and b.manipulative == 1.0 for r in b.rows}
+    if not positive:
+        return None
+    rows = sorted(logits)
+    a, b = platt(np.array([logits[r] for r in rows]), np.array([int(r in positive) for r in rows]))
+    return a, b
+

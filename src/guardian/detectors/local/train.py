@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from guardian.detectors.local.calibration import calibrate
-from guardian.detectors.local.corpus import chatbot_exchanges_path, load_corpus
+from guardian.detectors.local.corpus import chatbot_exchanges_path, dialogue_turns_path, load_corpus
 from guardian.detectors.local.data import TECHNIQUES, VULNERABILITIES, Bag, TrainingSet
 from guardian.detectors.local.labels import fit_label_head
 from guardian.detectors.local.model import MANIP, OUTPUTS, SCAM, TECH, VULN, TurnModel
@@ -62,6 +62,9 @@ class TrainConfig:
     #: reply head alone learns from them). 4 / 8: dev AUC on them .79 at best, ordinary calls flagged
     #: more (lab/turn_sweep.py; docs/model-card.md).
     chatbot_weight: float = 0.0
+    #: Weight of the turn-labelled dialogues' bags in the network (`data/dialogues/turns.jsonl`; 0: only
+    #: the fine-tuned pair head learns from them).
+    dialogue_weight: float = 0.0
     #: Inverse L2 of the reply head (`reply.fit_reply_head`; 0: none).
     reply_c: float = 1.0
     #: Fine-tune the (reply, request) head that answers in chatbot threads (`reply_pair_train`; 5-7 min
@@ -103,10 +106,14 @@ def _collate(bags: Sequence[Bag], config: TrainConfig) -> _Batch:
         if b.vulnerabilities is not None:
             vuln[i] = b.vulnerabilities
         negative[i] = b.negative_turns
-        scale = {"mentalmanip": config.mentalmanip_weight, "mentalmanip_hint": config.hint_weight,
-                 "augment": config.augment_weight, "chatbot": config.chatbot_weight}
-        weight[i] = b.weight * scale.get(b.source, 1.0)
+        weight[i] = b.weight * _source_weights(config).get(b.source, 1.0)
     return _Batch(rows, manip, scam, tech, vuln, negative, weight)
+
+
+def _source_weights(config: TrainConfig) -> dict[str, float]:
+    """Each bag source's weight in the network's loss (sources not named: 1; 0: left out)."""
+    return {"mentalmanip": config.mentalmanip_weight, "mentalmanip_hint": config.hint_weight,
+            "augment": config.augment_weight, "chatbot": config.chatbot_weight, "dialogue": config.dialogue_weight}
 
 
 def fit(
@@ -186,12 +193,11 @@ def fit(
             total = total + label_loss.mean() * 0.5
         return total, float(total.detach())
 
-    order = [b for b in train if (b.source != "mentalmanip_hint" or config.hint_weight > 0)
-             and (b.source != "augment" or config.augment_weight > 0)
-             and (b.source != "chatbot" or config.chatbot_weight > 0)]
+    scale = _source_weights(config)
+    order = [b for b in train if scale.get(b.source, 1.0) > 0]
     history: list[dict[str, float]] = []
     best: tuple[float, dict[str, torch.Tensor]] | None = None
-    dev = [b for b in dev if b.source != "chatbot" or config.chatbot_weight > 0]
+    dev = [b for b in dev if b.source not in ("chatbot", "dialogue") or scale[b.source] > 0]
     dev_batches = [_collate(dev[i : i + 256], config) for i in range(0, len(dev), 256)]
     for epoch in range(config.epochs):
         net.train()
@@ -264,7 +270,8 @@ def training_files(
 
     return [*(mentalmanip or [mentalmanip_path("con"), mentalmanip_path("maj")]),
             *(sorted(conversations_dir().glob("*.jsonl")) if conversations is None else conversations),
-            *([chatbot_exchanges_path()] if with_chatbot else [])]
+            *([chatbot_exchanges_path()] if with_chatbot else []),
+            *([dialogue_turns_path()] if with_chatbot and dialogue_turns_path().is_file() else [])]
 
 
 def train_and_save(
@@ -280,11 +287,13 @@ def train_and_save(
 
     from guardian.corpora.datasets import file_sha256
 
-    # The chatbot exchanges join the default corpus; a run on given conversation files reads only those.
+    # The chatbot exchanges and turn-labelled dialogues join the default corpus; a run on given
+    # conversation files reads only those.
     with_chatbot = (conversations is None and (config.chatbot_weight > 0 or config.reply_c > 0)
                     and chatbot_exchanges_path().is_file())
     corpus = load_corpus(seed=config.seed, mentalmanip=mentalmanip, conversations=conversations, progress=progress,
-                         context=config.context, chatbot=None if with_chatbot else [])
+                         context=config.context, chatbot=None if with_chatbot else [],
+                         dialogues=None if with_chatbot else [])
     model, history = fit(corpus.data, corpus.train, corpus.dev, config=config, progress=progress)
     label_head = fit_label_head(model, corpus, l2=config.label_l2, seed=config.seed) if config.label_l2 > 0 else {}
     reply_head = fit_reply_head(model, corpus, c=config.reply_c, seed=config.seed) if config.reply_c > 0 else {}
