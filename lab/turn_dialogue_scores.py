@@ -83,10 +83,12 @@ def main() -> None:
         for n, row in enumerate(rows):
             c = row.pop("conversation")
             assert isinstance(c, Conversation)
-            scored = detector.score_windows([c], model=model)[0].scores
+            scored = detector.score_windows([c], model=model)[0]
+            network = model.score(scored.features).manipulation  # the network alone, whatever joins it at run time
             row["speakers"] = [t.speaker for t in c.turns]
-            row["net"] = [round(float(v), 5) for v in scored.manipulation]
-            row["scam"] = [round(float(v), 5) for v in scored.scam]
+            row["net"] = [round(float(v), 5) for v in network]
+            scores = scored.scores
+            row["scam"] = [round(float(v), 5) for v in scores.scam]
             pairs = reply_pairs(c.turns)
             for name, head in heads.items():
                 assert head is not None

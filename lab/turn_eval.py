@@ -62,12 +62,13 @@ def main() -> None:
 
     if not args.chatbot_only:
         kinds: dict[str, dict[str, object]] = {}
-        # The ordinary conversations and calls, the turn-labelled dialogues (their part), and the LLM-written
-        # gaslighting dialogues (an evaluation set: every one, never trained on).
+        # The ordinary conversations and calls, the turn-labelled dialogues (their part), and two evaluation
+        # sets of LLM-written dialogues (every one, never trained on): gaslighting, and the dialogues' round 2.
         sets = [(f.stem, [c for c in load_conversations(f) if split_of(c.id) == args.part])
                 for f in sorted(conversations_dir().glob("*.jsonl"))]
         sets.append(("dialogues", [c for c in load_dialogue_turns() if split_of(c.id) == args.part]))
         sets.append(("gaslighting_eval", load_conversations(Path(__file__).parent / "data" / "gaslighting_dialogues.jsonl")))
+        sets.append(("dialogues_round2_eval", load_conversations(Path(__file__).parent / "data" / "dialogues_round2.jsonl")))
         for stem, rows in sets:
             by_label = defaultdict(list)
             for c in rows:

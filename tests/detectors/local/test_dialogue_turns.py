@@ -17,6 +17,8 @@ from guardian.errors import InputError
 from guardian.taxonomy import Technique, Vulnerability
 
 EVALUATION = Path(__file__).resolve().parents[3] / "lab" / "data" / "gaslighting_dialogues.jsonl"
+#: Round 2 of the dialogues, by three other writers: an evaluation set (never trained on).
+ROUND2 = EVALUATION.with_name("dialogues_round2.jsonl")
 
 
 def _runs(text: str, n: int = 8) -> set[tuple[str, ...]]:
@@ -48,13 +50,15 @@ def test_the_dialogues_name_their_manipulative_turns_by_the_suspect() -> None:
     assert parts == {(p, label) for p in ("train", "dev", "test") for label in ("manipulative", "benign")}
 
 
-def test_no_dialogue_is_taken_from_the_gaslighting_evaluation_file() -> None:
-    """lab/data/gaslighting_dialogues.jsonl is never trained on: no turn shares a run of eight words with
-    one of its turns (both were written by LLM helpers, so stock phrases of six or seven words recur:
+def test_no_dialogue_is_taken_from_the_evaluation_files() -> None:
+    """lab/data/gaslighting_dialogues.jsonl and dialogues_round2.jsonl are never trained on: no turn shares a
+    run of eight words with one of their turns (both were written by LLM helpers, so stock phrases of six or seven words recur:
     "I'm not going to argue with you")."""
-    evaluation = set().union(*(_runs(t.text) for c in load_conversations(EVALUATION) for t in c.conversation.turns))
-    shared = [(c.id, t.index) for c in load_dialogue_turns() for t in c.conversation.turns if _runs(t.text) & evaluation]
-    assert not shared, shared
+    for held_out in (EVALUATION, ROUND2):
+        evaluation = set().union(*(_runs(t.text) for c in load_conversations(held_out) for t in c.conversation.turns))
+        shared = [(c.id, t.index) for c in load_dialogue_turns() for t in c.conversation.turns
+                  if _runs(t.text) & evaluation]
+        assert not shared, (held_out.name, shared)
 
 
 def test_each_labelled_turn_is_a_positive_bag_and_every_other_turn_a_negative() -> None:
@@ -85,17 +89,24 @@ def test_a_turn_label_outside_the_dialogue_is_a_clear_error(tmp_path: Path) -> N
 #: of fair arguments flagged) on the test part at the default sensitivity: a little under / over what the
 #: shipped model measures (docs/model-card.md, "Turn-labelled dialogues").
 TEST_PART_BOUNDS = (0.7, 0.85, 0.25)
+#: The same on round 2 (180 dialogues by three other writers, mostly hard fair arguments; measured 58 of 72,
+#: 58 of 58 and 14 of 108).
+ROUND2_BOUNDS = (0.7, 0.9, 0.2)
 
 
 @pytest.mark.slow
-def test_the_shipped_model_names_the_manipulator_not_the_victim_who_pushes_back() -> None:
-    """The held-out dialogues replayed as `guardian watch` does: most manipulative ones are flagged, the
-    first flag names the suspect (half of them are opened by the victim, who pushes back), and few fair
-    arguments are flagged; every quote is found in its turn."""
+@pytest.mark.parametrize(("held_out", "bounds"), [("test part", TEST_PART_BOUNDS), ("round 2", ROUND2_BOUNDS)])
+def test_the_shipped_model_names_the_manipulator_not_the_victim_who_pushes_back(
+    held_out: str, bounds: tuple[float, float, float]
+) -> None:
+    """Held-out dialogues replayed as `guardian watch` does: most manipulative ones are flagged, the first
+    flag names the suspect (half of them are opened by the victim, who pushes back), and few fair arguments
+    are flagged; every quote is found in its turn."""
     from guardian.detectors.local.detector import LocalModelDetector
 
     detector = LocalModelDetector(sensitivity="medium")
-    test = [c for c in load_dialogue_turns() if split_of(c.id) == "test"]
+    test = ([c for c in load_dialogue_turns() if split_of(c.id) == "test"] if held_out == "test part"
+            else load_conversations(ROUND2, kind="dialogue"))
     flagged = {"manipulative": 0, "benign": 0}
     named = []
     for c in test:
@@ -110,7 +121,7 @@ def test_the_shipped_model_names_the_manipulator_not_the_victim_who_pushes_back(
             for e in (e for f in a.findings for e in f.evidence):
                 assert c.conversation.turn(e.turn).text[e.start : e.end] == e.quote
     n = {label: sum(c.label == label for c in test) for label in flagged}
-    floor, named_floor, ceiling = TEST_PART_BOUNDS
+    floor, named_floor, ceiling = bounds
     assert flagged["manipulative"] >= floor * n["manipulative"], (flagged, n)
     assert sum(named) >= named_floor * len(named), named
     assert flagged["benign"] <= ceiling * n["benign"], (flagged, n)
