@@ -98,16 +98,18 @@ def test_the_shipped_model_blocks_held_out_manipulative_replies() -> None:
 
 #: (floor of manipulative replies blocked, ceiling of benign threads blocked) per writing round (the id's
 #: prefix), a little under / over the shipped model's held-out measurement with the fine-tuned reply head:
-#: round 1 (one writer) 41 of 49 blocked, 5 of 42 benign; round 2 (four other writers) 26 of 32, 7 of 37;
-#: round 3 (three more) 14 of 21, 4 of 32 (docs/model-card.md). Before it (the linear head over the reply's
+#: round 1 (one writer) 43 of 49 blocked, 6 of 42 benign; round 2 (four other writers) 26 of 32, 9 of 37;
+#: round 3 (three more) 14 of 21, 3 of 32 (the head trained with the turn-labelled dialogues too,
+#: docs/model-card.md; the head before it: 41 / 5, 26 / 7, 14 / 4). Before it (the linear head over the reply's
 #: vector, trained on round 1): 27 / 49 and 6 / 42; 6 / 32 and 3 / 37.
 FLOORS = {"asst": (0.75, 0.17), "asst2": (0.7, 0.25), "asst3": (0.55, 0.2)}
 
 
 @pytest.mark.slow
 def test_the_reply_head_speaks_in_chatbot_threads_only() -> None:
-    """Elsewhere (`kind` unset) the network alone decides, so everyday talk keeps its false-alarm rates;
-    in a chatbot thread the reply head lifts a reply that belittles its user."""
+    """In a chatbot thread the reply heads lift a reply that belittles its user: a turn is the higher of the
+    network's and theirs. Elsewhere (`kind` unset) they are not read (the pair head joins through its dialogue
+    scale instead, `test_dialogue_turns.py`), so everyday talk keeps its own thresholds."""
     from guardian.detectors.local.detector import LocalModelDetector
 
     thread = Conversation.from_pairs([
@@ -121,7 +123,9 @@ def test_the_reply_head_speaks_in_chatbot_threads_only() -> None:
     assert scored.reply is not None
     in_chat, elsewhere = chatbot.analyze(thread), plain.analyze(thread)
     assert in_chat.decision and in_chat.manipulator == "Assistant", in_chat.probability
-    assert in_chat.probability == pytest.approx(max(float(scored.reply[-1]), elsewhere.probability or 0.0))
+    network = np.maximum(scored.manipulation, scored.scam)  # no dialogue rule in chatbot threads
+    assert in_chat.probability == pytest.approx(float(np.maximum(network, scored.reply).max()))
+    assert elsewhere.threshold == plain.threshold != in_chat.threshold
     assert all(f.speaker == "Assistant" and f.evidence[0].turn == 1 for f in in_chat.findings)
 
 
