@@ -7,11 +7,13 @@ reply alone hardly holds. The linear head over the reply's frozen MiniLM vector 
 held-out manipulative replies by writers it never saw; MiniLM fine-tuned on (reply, request) pairs
 separates them far better (lab/turn_reply_finetune.py, docs/model-card.md "Chatbot replies").
 
-Read only in chatbot threads (`LocalModelDetector(kind="assistant")`, what the LangChain
-integration creates), once per (turn, turn before) pair: a window slides over a thread turn by
-turn, so the same pairs come back and are answered from a small cache. The probability is Platt-
-scaled on the development part (a thread's score is its highest turn), the scale stored in the
-turn model's manifest. Stored as `reply_pair.npz` beside the turn model's weights (the tuned layers
+Read in chatbot threads (`LocalModelDetector(kind="assistant")`, what the LangChain integration
+creates) with the linear head (`chatbot_reply`), and, when the head has a dialogue scale, in every other
+conversation with the network (`dialogue_turn`: it learned from turn-labelled dialogues which turn
+manipulates); once per (turn, turn before) pair: a window slides over a thread turn by turn, so the
+same pairs come back and are answered from a small cache. The chatbot probability is Platt-scaled on
+the development part (a thread's score is its highest turn), the dialogue one turn by turn; both scales
+are stored in the turn model's manifest. Stored as `reply_pair.npz` beside the turn model's weights (the tuned layers
 as int8 with a scale per row, ~11 MB), loaded on first use.
 """
 
