@@ -171,7 +171,8 @@ def train(
     epochs: Annotated[int | None, typer.Option("--epochs", min=1, help="Training epochs (default 30).")] = None,
     reply_pair: Annotated[
         bool, typer.Option("--reply-pair/--no-reply-pair",
-                           help="Fine-tune the (reply, request) head that screens chatbot replies (2-7 min more; "
+                           help="Fine-tune the (turn, turn before) pair head that screens chatbot replies and, with the "
+                                "turn-labelled dialogues, joins the network on every other turn (2-7 min more; "
                                 "needs the chatbot exchanges of the default data).")
     ] = True,
 ) -> None:
