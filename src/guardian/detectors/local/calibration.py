@@ -20,7 +20,7 @@ from guardian.detectors.local.data import (
     by_conversation,
     conversation_pairs,
 )
-from guardian.detectors.local.model import MANIP, SCAM, TurnModel
+from guardian.detectors.local.model import MANIP, SCAM, TurnModel, platt_probability
 from guardian.detectors.local.reply_pair import ReplyPairHead, chatbot_reply, dialogue_turn
 
 #: Bag sources that carry labels or hints, not a conversation of their own: left out of the dev scores.
@@ -72,11 +72,10 @@ class DevScores:
 
     def manipulation(self, platt_ab: tuple[float, float]) -> np.ndarray:
         """Each conversation's highest p(manipulative turn) outside chatbot threads, under the network's
-        Platt scale `platt_ab`: the network's alone, or its mean with the pair head's."""
-        a, b = platt_ab
+        Platt scale `platt_ab`: the network's alone, or weighted with the pair head's (`dialogue_turn`)."""
         if self.turn_logits is None or self.turn_dialogue is None:
-            return np.asarray(1 / (1 + np.exp(-(a * self.manip_logit + b))))
-        return np.array([float(dialogue_turn(pair, (1 / (1 + np.exp(-(a * z + b)))).astype(np.float32)).max())
+            return platt_probability(self.manip_logit, platt_ab)
+        return np.array([float(dialogue_turn(pair, platt_probability(z, platt_ab).astype(np.float32)).max())
                          for z, pair in zip(self.turn_logits, self.turn_dialogue, strict=True)])
 
 
@@ -148,9 +147,8 @@ def calibrate(model: TurnModel, corpus: Corpus, *, refit_platt: bool = True) -> 
     if refit_platt:
         model.manip_platt = platt(scores.manip_logit[natural], scores.positive[natural])
         model.scam_platt = platt(scores.scam_logit[calls], scores.positive[calls])
-    sa, sb = model.scam_platt
     p_manip = scores.manipulation(model.manip_platt)
-    p_scam = 1 / (1 + np.exp(-(sa * scores.scam_logit + sb)))
+    p_scam = platt_probability(scores.scam_logit, model.scam_platt)
     combined = np.maximum(p_manip, p_scam)
     grid = np.unique(np.round(np.concatenate([combined, np.linspace(0.05, 0.99, 95)]), 4))
 
@@ -184,7 +182,7 @@ def calibrate(model: TurnModel, corpus: Corpus, *, refit_platt: bool = True) -> 
     # point alone blocked 84 % of held-out manipulative replies with 22 % of benign ones
     # (lab/turn_reply_finetune.py).
     assistant = [k for k in ordinary if k.startswith("sgd")]
-    network = np.maximum(1 / (1 + np.exp(-(model.manip_platt[0] * scores.manip_logit + model.manip_platt[1]))), p_scam)
+    network = np.maximum(platt_probability(scores.manip_logit, model.manip_platt), p_scam)
     bot = np.maximum(network, scores.reply if scores.reply is not None else 0.0)  # chatbot threads: no dialogue rule
     if assistant:
         quiet_for_tasks = [

@@ -9,10 +9,10 @@ goes on; findings point at the flagged turns and quote the sentence of each that
 scores highest; the manipulator is the speaker of the flagged turns (the latest
 one when the latest turn is flagged), never a guess over the window.
 
-A turn's p(manipulative) is the network's mean with the fine-tuned pair head's, which reads
-what the turn does to the turn before it (`reply_pair`; learned from turn-labelled dialogues and
-chatbot threads), when the artifact's head has a dialogue scale; in chatbot threads the
-reply heads join as `_manipulation` says.
+A turn's p(manipulative) is the network's weighted with the fine-tuned pair head's (1 : 2,
+`reply_pair.dialogue_turn`), which reads what the turn does to the turn before it (learned from
+turn-labelled dialogues and chatbot threads), when the artifact's head has a dialogue scale; in
+chatbot threads the reply heads join as `_manipulation` says.
 
 The decision threshold comes from the `sensitivity` setting (`[local] sensitivity`:
 low, medium — the default, chosen so that ordinary conversations stay quiet —
@@ -298,7 +298,7 @@ class LocalModelDetector(Detector):
 
     def _dialogue(self, model: TurnModel, pairs: list[tuple[str, str]], network: np.ndarray) -> np.ndarray | None:
         """p(manipulative) of each turn outside chatbot threads, with a pair head that has a dialogue scale:
-        its mean with the network's (`reply_pair.dialogue_turn`). None: the network answers alone."""
+        weighted with the network's (`reply_pair.dialogue_turn`). None: the network answers alone."""
         head = model.reply_pair
         if self._kind == "assistant" or head is None or head.dialogue_platt is None or not pairs:
             return None

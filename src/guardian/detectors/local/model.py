@@ -61,6 +61,12 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
     return np.asarray(1.0 / (1.0 + np.exp(-np.clip(z, -40, 40))))
 
 
+def platt_probability(logits: np.ndarray, platt: tuple[float, float]) -> np.ndarray:
+    """Logits as probabilities under a Platt scale (a, b): sigmoid(a * z + b)."""
+    a, b = platt
+    return _sigmoid(a * np.asarray(logits) + b)
+
+
 @dataclass(frozen=True, slots=True)
 class TurnScores:
     """Per-row scores: calibrated manipulation and scam probabilities, conditional label probabilities."""
@@ -142,11 +148,9 @@ class TurnModel:
                 window_label_logits(self, hidden[at : at + n], z[at : at + n, MANIP])
                 for at, n in zip(starts, lengths, strict=True) if n
             ])
-        a, b = self.manip_platt
-        sa, sb = self.scam_platt
         return TurnScores(
-            manipulation=_sigmoid(a * z[:, MANIP] + b),
-            scam=_sigmoid(sa * z[:, SCAM] + sb),
+            manipulation=platt_probability(z[:, MANIP], self.manip_platt),
+            scam=platt_probability(z[:, SCAM], self.scam_platt),
             techniques=_sigmoid(labels[:, : len(TECHNIQUES)]),
             vulnerabilities=_sigmoid(labels[:, len(TECHNIQUES) :]),
             logits=z[:, MANIP],
