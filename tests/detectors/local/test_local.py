@@ -246,3 +246,43 @@ def test_a_polite_support_chat_stays_quiet(shipped: LocalModelDetector) -> None:
         ("Agent", "You're welcome, have a nice day!"),
     ])
     assert not any(a.decision for a in replay(shipped, conversation))
+
+
+def test_one_sharp_remark_is_not_a_pattern_but_a_second_one_by_the_same_speaker_is(
+    shipped: LocalModelDetector,
+) -> None:
+    """The repetition rule (`repetition`): at the default sensitivity a turn under the threshold is
+    flagged only with another suspicious turn of the same speaker in the window, and both are quoted."""
+    if "medium" not in shipped.model().repeat_thresholds:
+        pytest.skip("the shipped artifact has no repeat threshold")
+    conversation = Conversation.from_pairs([
+        ("Maya", "Did you move my keys? I left them on the table."),
+        ("Daniel", "You probably lost them again. You're always so scattered lately."),
+        ("Maya", "I'm sure I left them right here."),
+        ("Daniel", "See, this is what I mean. You can't keep track of anything without me."),
+    ])
+    assessments = replay(shipped, conversation)
+    assert [a.decision for a in assessments] == [False, False, False, True], [a.probability for a in assessments]
+    last = assessments[-1]
+    assert last.manipulator == "Daniel"
+    assert {e.turn for f in last.findings for e in f.evidence} == {1, 3}
+    assert all(f.speaker == "Daniel" and "suspicious turns by Daniel" in f.explanation
+               for f in last.findings if f.evidence[0].turn == 1)
+    grounded(conversation, last)
+
+
+def test_long_everyday_conversations_stay_quiet(shipped: LocalModelDetector) -> None:
+    """Held-out DailyDialog conversations joined five at a time into 30-60 turn talks between two people
+    (a phone call's length): the first 20 such talks, at the default sensitivity."""
+    from guardian.corpora.conversations import conversations_dir
+
+    held_out = sorted((c for c in load_conversations(conversations_dir() / "dailydialog.jsonl")
+                       if split_of(c.id) == "test"), key=lambda c: c.id)
+    flagged = 0
+    for k in range(20):
+        turns: list[tuple[str, str]] = []
+        for c in held_out[5 * k: 5 * k + 5]:
+            first = c.conversation.turns[0].speaker
+            turns += [("A" if t.speaker == first else "B", t.text) for t in c.conversation.turns]
+        flagged += any(a.decision for a in replay(shipped, Conversation.from_pairs(turns)))
+    assert flagged <= 2, flagged

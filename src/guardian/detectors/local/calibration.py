@@ -21,6 +21,7 @@ from guardian.detectors.local.data import (
     conversation_pairs,
 )
 from guardian.detectors.local.model import MANIP, SCAM, TurnModel, platt_probability
+from guardian.detectors.local.repetition import repeat_evidence
 from guardian.detectors.local.reply_pair import ReplyPairHead, chatbot_reply, dialogue_turn
 
 #: Bag sources that carry labels or hints, not a conversation of their own: left out of the dev scores.
@@ -45,6 +46,10 @@ FALSE_ALARM_BUDGET = {"low": 0.005, "medium": 0.02}
 #: Synthetic ordinary phone calls are scripted to sound like scams (callers asking for details):
 #: their budget is looser, as in the product's targets.
 CALLS_BUDGET = {"low": 0.02, "medium": 0.05}
+#: Highest share of long ordinary conversations (dev conversations of a kind joined `LONG_JOIN` at a time,
+#: 40-100 turns: a phone call's length) flagged at some turn, per sensitivity (`repetition`).
+LONG_BUDGET = {"low": 0.02, "medium": 0.05}
+LONG_JOIN = 5
 #: Highest share of the dev part's benign chatbot threads blocked at the chatbot point: the issue's own
 #: budget ("benign replies blocked in at most 1 of 10"), applied on dev.
 CHATBOT_BENIGN_BUDGET = 0.10
@@ -69,14 +74,24 @@ class DevScores:
     #: its dialogue probability: what other conversations read (`reply_pair.dialogue_turn`).
     turn_logits: list[np.ndarray] | None = None
     turn_dialogue: list[np.ndarray] | None = None
+    #: Per conversation, who said each turn (in order): the repetition rule counts a speaker's turns.
+    turn_speakers: list[list[str]] | None = None
 
     def manipulation(self, platt_ab: tuple[float, float]) -> np.ndarray:
         """Each conversation's highest p(manipulative turn) outside chatbot threads, under the network's
         Platt scale `platt_ab`: the network's alone, or weighted with the pair head's (`dialogue_turn`)."""
         if self.turn_logits is None or self.turn_dialogue is None:
             return platt_probability(self.manip_logit, platt_ab)
-        return np.array([float(dialogue_turn(pair, platt_probability(z, platt_ab).astype(np.float32)).max())
-                         for z, pair in zip(self.turn_logits, self.turn_dialogue, strict=True)])
+        return np.array([float(turns.max()) for turns in self.turn_manipulation(platt_ab)])
+
+    def turn_manipulation(self, platt_ab: tuple[float, float]) -> list[np.ndarray]:
+        """Every turn's p(manipulative) outside chatbot threads, per conversation, in turn order."""
+        if self.turn_logits is None:
+            return [np.array([v]) for v in platt_probability(self.manip_logit, platt_ab)]
+        network = [platt_probability(z, platt_ab).astype(np.float32) for z in self.turn_logits]
+        if self.turn_dialogue is None:
+            return network
+        return [dialogue_turn(pair, z) for z, pair in zip(network, self.turn_dialogue, strict=True)]
 
 
 def dev_scores(model: TurnModel, corpus: Corpus) -> DevScores:
@@ -91,8 +106,10 @@ def dev_scores(model: TurnModel, corpus: Corpus) -> DevScores:
     dialogue_scale = model.reply_pair.dialogue_platt if model.reply_pair is not None else None
     per_turn: list[np.ndarray] = []
     per_turn_dialogue: list[np.ndarray] = []
+    speakers: list[list[str]] = []
     for (source, _), bags in groups.items():
-        rows = np.concatenate([b.rows for b in bags])
+        rows = np.sort(np.concatenate([b.rows for b in bags]))  # turn order (a scam call's bags split it by speaker)
+        speakers.append([corpus.data.speakers[int(r)] for r in rows] if corpus.data.speakers else [""] * len(rows))
         label = bags[0].label
         kind.append(source if source == "mentalmanip" else f"{source}:{label}")
         positive.append(label in ("manipulative", "scam"))
@@ -116,11 +133,20 @@ def dev_scores(model: TurnModel, corpus: Corpus) -> DevScores:
         vt.append(with_v if with_v is not None else np.full(len(VULNERABILITIES), np.nan))
     return DevScores(kind, np.array(positive), np.array(manip), np.array(scam), np.array(tech), np.array(vuln),
                      np.array(tt), np.array(vt), np.array(reply), per_turn,
-                     per_turn_dialogue if dialogue_scale is not None else None)
+                     per_turn_dialogue if dialogue_scale is not None else None, speakers)
 
 
 def _ratio_decisions(scores: np.ndarray, ratio: float) -> np.ndarray:
     return scores >= ratio * scores.max(axis=1, keepdims=True)
+
+
+def _macro_f1(truth: np.ndarray, pred: np.ndarray) -> float:
+    """Mean F1 of the two classes (MentalManip's dialogue-level measure)."""
+    f = []
+    for cls in (True, False):
+        tp = float(((truth == cls) & (pred == cls)).sum())
+        f.append(2 * tp / max(float((truth == cls).sum() + (pred == cls).sum()), 1.0))
+    return float(np.mean(f))
 
 
 def _micro_f1(truth: np.ndarray, pred: np.ndarray) -> float:
@@ -152,27 +178,15 @@ def calibrate(model: TurnModel, corpus: Corpus, *, refit_platt: bool = True) -> 
     combined = np.maximum(p_manip, p_scam)
     grid = np.unique(np.round(np.concatenate([combined, np.linspace(0.05, 0.99, 95)]), 4))
 
-    def macro_f1(threshold: float, values: np.ndarray = combined) -> float:
-        y, p = scores.positive[mm], values[mm] >= threshold
-        f = []
-        for cls in (True, False):
-            tp = float(((y == cls) & (p == cls)).sum())
-            f.append(2 * tp / max(float((y == cls).sum() + (p == cls).sum()), 1.0))
-        return float(np.mean(f))
+    def macro_f1(threshold: float) -> float:
+        return _macro_f1(scores.positive[mm], combined[mm] >= threshold)
 
     high = max(grid, key=macro_f1)
     thresholds = {"high": float(high)}
     ordinary = sorted({k for k in kinds if k.endswith(":benign") and k.split(":")[0] not in HAND_WRITTEN})
-    for level in ("medium", "low"):
-        def quiet(threshold: float, level: str = level) -> bool:
-            for k in ordinary:
-                budget = CALLS_BUDGET[level] if k.startswith("calls") else FALSE_ALARM_BUDGET[level]
-                if float((combined[kinds == k] >= threshold).mean()) > budget:
-                    return False
-            return True
-
-        floor = max(thresholds["high"], thresholds.get("medium", 0.0))
-        thresholds[level] = float(min((t for t in grid if t >= floor and quiet(t)), default=0.99))
+    repeats = repeat_scores(scores, model.manip_platt, combined)
+    thresholds.update(quiet_thresholds(combined, repeats, kinds, scores.positive, ordinary, floor=float(high)))
+    model.repeat_thresholds = {level: thresholds.pop(f"{level}_repeat") for level in ("medium", "low")}
     # Chatbot threads (the middleware): an assistant has no reason to sound heated, so its operating
     # point is set by the assistant dialogues alone (same budget as medium), not by everyday quarrels.
     # There the reply head joins (`detector._manipulation`); among the thresholds that keep the task
@@ -204,17 +218,100 @@ def calibrate(model: TurnModel, corpus: Corpus, *, refit_platt: bool = True) -> 
             thresholds["assistant"] = min(quiet_for_tasks, default=thresholds["medium"])
     model.thresholds = thresholds
     model.scam_threshold = thresholds["medium"]
-    metrics: dict[str, object] = {"thresholds": thresholds}
+    metrics: dict[str, object] = {"thresholds": thresholds, "repeat_thresholds": dict(model.repeat_thresholds)}
     for level, threshold in thresholds.items():
         flagged = (bot if level == "assistant" else combined) >= threshold
+        if level in model.repeat_thresholds:
+            flagged = flagged | (repeats.single >= model.repeat_thresholds[level])
         per_kind = {k: round(float(flagged[kinds == k].mean()), 4) for k in sorted(set(kinds))}
+        if level in model.repeat_thresholds:
+            for k, (top, again) in repeats.joined.items():
+                per_kind[f"{k.split(':')[0]}+long:benign"] = round(float(
+                    ((top >= threshold) | (again >= model.repeat_thresholds[level])).mean()), 4)
         y, p = scores.positive[mm], flagged[mm]
         per_kind["mentalmanip_accuracy"] = round(float((y == p).mean()), 4)
-        per_kind["mentalmanip_macro_f1"] = round(macro_f1(threshold, bot if level == "assistant" else combined), 4)
+        per_kind["mentalmanip_macro_f1"] = round(_macro_f1(y, p), 4)
         per_kind["mentalmanip_fpr"] = round(float(p[~y].mean()), 4)
         metrics[f"dev_flagged_{level}"] = per_kind
     metrics.update(tune_label_ratios(model, scores))
     return metrics
+
+
+@dataclass(frozen=True, slots=True)
+class RepeatScores:
+    """What the repetition rule reads of the dev conversations: each one's `repeat_evidence`, and for
+    each ordinary kind its conversations joined `LONG_JOIN` at a time into long ones (highest combined
+    score, repeat evidence across the joins)."""
+
+    single: np.ndarray
+    joined: dict[str, tuple[np.ndarray, np.ndarray]]
+
+
+def repeat_scores(scores: DevScores, platt_ab: tuple[float, float], combined: np.ndarray) -> RepeatScores:
+    """The repeat evidence of every dev conversation and of the joined ordinary ones (`combined`: each
+    conversation's highest p(manipulative) or p(scam))."""
+    turns = scores.turn_manipulation(platt_ab)
+    speakers = scores.turn_speakers or [[""] * len(t) for t in turns]
+    single = np.array([repeat_evidence(t, who) for t, who in zip(turns, speakers, strict=True)])
+    kinds = np.array(scores.kind)
+    joined: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for k in sorted({k for k in scores.kind if k.endswith(":benign") and k.split(":")[0] not in HAND_WRITTEN}):
+        members = np.flatnonzero(kinds == k)
+        tops, agains = [], []
+        for start in range(0, len(members) - LONG_JOIN + 1, LONG_JOIN):
+            chunk = members[start: start + LONG_JOIN]
+            # Two speakers throughout, as in one long call: each conversation's first speaker is "A".
+            who = [("A" if s == speakers[c][0] else "B") for c in chunk for s in speakers[c]]
+            tops.append(float(combined[chunk].max()))
+            agains.append(repeat_evidence(np.concatenate([turns[c] for c in chunk]), who))
+        if tops:
+            joined[k] = (np.array(tops), np.array(agains))
+    return RepeatScores(single=single, joined=joined)
+
+
+def quiet_thresholds(combined: np.ndarray, repeats: RepeatScores, kinds: np.ndarray, positive: np.ndarray,
+                     ordinary: Sequence[str], *, floor: float) -> dict[str, float]:
+    """Medium and low: a threshold and a repeat threshold (`repetition`), `{level}` and `{level}_repeat`.
+
+    Among the pairs (at or over `floor`, the repeat one at most the other) that keep every ordinary kind
+    within its budget, both as its conversations are and joined into long ones (`LONG_BUDGET`), the pair
+    that flags the most of the dev part's manipulative hand-written dialogues and scam calls (their mean
+    share; MentalManip's manipulative dialogues when there are none); the higher thresholds on a tie.
+    A repeat threshold equal to the threshold is the plain rule, so it stays a candidate."""
+    grid = np.round(np.linspace(0.05, 0.99, 95), 4)
+    targets = [k for k in sorted(set(kinds.tolist())) if not k.startswith(("mentalmanip", "chatbot"))
+               and not k.endswith(":benign")] or ["mentalmanip"]
+    out: dict[str, float] = {}
+    for level in ("medium", "low"):
+        lowest = max(floor, out.get("medium", 0.0))
+        best: tuple[tuple[float, float, float], float, float] | None = None
+        for t in (float(v) for v in grid if v >= lowest):
+            single = combined >= t
+            for r in (float(v) for v in grid if floor <= v <= t):
+                flagged = single | (repeats.single >= r)
+                if not _within_budgets(flagged, kinds, ordinary, level, repeats, t, r):
+                    continue
+                recall = float(np.mean([flagged[(kinds == k) & positive].mean() for k in targets
+                                        if ((kinds == k) & positive).any()] or [0.0]))
+                key = (recall, t, r)
+                if best is None or key > best[0]:
+                    best = (key, t, r)
+        t, r = (best[1], best[2]) if best is not None else (0.99, 0.99)
+        out[level], out[f"{level}_repeat"] = t, r
+    return out
+
+
+def _within_budgets(flagged: np.ndarray, kinds: np.ndarray, ordinary: Sequence[str], level: str,
+                    repeats: RepeatScores, t: float, r: float) -> bool:
+    for k in ordinary:
+        budget = CALLS_BUDGET[level] if k.startswith("calls") else FALSE_ALARM_BUDGET[level]
+        if float(flagged[kinds == k].mean()) > budget:
+            return False
+        if k in repeats.joined:
+            top, again = repeats.joined[k]
+            if float(((top >= t) | (again >= r)).mean()) > LONG_BUDGET[level]:
+                return False
+    return True
 
 
 def tune_label_ratios(model: TurnModel, scores: DevScores) -> dict[str, float]:

@@ -54,6 +54,8 @@ class TrainingSet:
     bags: list[Bag] = field(default_factory=list)
     #: The text of each feature row's turn.
     texts: list[str] = field(default_factory=list)
+    #: Who said each feature row's turn (the calibration's repetition rule counts a speaker's turns).
+    speakers: list[str] = field(default_factory=list)
 
 
 def _multi_hot(chosen: Sequence[object], labels: Sequence[object]) -> np.ndarray:
@@ -86,6 +88,7 @@ def build(
     chunks: list[np.ndarray] = []
     bags: list[Bag] = []
     texts: list[str] = []
+    speakers: list[str] = []
     offset = 0
 
     def add(conversation: Conversation) -> np.ndarray:
@@ -94,6 +97,7 @@ def build(
         x = turn_rows(turns, embed([t.text for t in turns]), context=context)
         chunks.append(x)
         texts.extend(t.text for t in turns)
+        speakers.extend(t.speaker for t in turns)
         rows = np.arange(offset, offset + len(turns))
         offset += len(turns)
         return rows
@@ -133,10 +137,10 @@ def build(
         ))
     for c in conversations:
         rows = add(c.conversation)
-        speakers = np.array([t.speaker for t in c.conversation.turns])
+        said_by = np.array([t.speaker for t in c.conversation.turns])
         if c.label == "scam" and c.scammer is not None:
-            mine = rows[speakers == c.scammer]
-            other = rows[speakers != c.scammer]
+            mine = rows[said_by == c.scammer]
+            other = rows[said_by != c.scammer]
             if len(mine):
                 bags.append(Bag(rows=mine, source=c.kind, conversation_id=c.id, label=c.label,
                                 manipulative=1.0, scam=1.0))
@@ -162,7 +166,7 @@ def build(
         bags.append(Bag(rows=rows[-1:], source="augment", conversation_id=conversation.id,
                         label="manipulative" if label else "benign", manipulative=label))
     features = np.vstack(chunks) if chunks else np.zeros((0, 0), np.float32)
-    return TrainingSet(features=features, bags=bags, texts=texts)
+    return TrainingSet(features=features, bags=bags, texts=texts, speakers=speakers)
 
 
 def by_conversation(bags: Sequence[Bag]) -> dict[tuple[str, str], list[Bag]]:

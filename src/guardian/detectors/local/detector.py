@@ -42,6 +42,7 @@ from guardian.detectors.local.model import (
     TurnModel,
     TurnScores,
 )
+from guardian.detectors.local.repetition import repeated_turns
 from guardian.detectors.local.reply_pair import (
     chatbot_reply,
     dialogue_turn,
@@ -199,6 +200,18 @@ class LocalModelDetector(Detector):
             return model.thresholds["assistant"]
         return model.threshold(self.sensitivity)
 
+    def _repeat_of(self, model: TurnModel) -> float | None:
+        """The repeat threshold of the sensitivity (`repetition`): None where a threshold is set by hand
+        (`threshold=`, `[local] threshold`: one number, one rule), in chatbot threads (a reply is judged
+        on its own) and for an artifact calibrated without one."""
+        if self._kind == "assistant" or self._threshold is not None:
+            return None
+        from guardian.config import settings
+
+        if settings().local.threshold is not None:
+            return None
+        return model.repeat_thresholds.get(self.sensitivity)
+
     # -- analysis --------------------------------------------------------------------------------
 
     def analyze(self, window: Conversation) -> Assessment:
@@ -214,7 +227,8 @@ class LocalModelDetector(Detector):
         model = self.model()
         scored = self.score_windows([windows[n] for n in live], model=model)
         threshold = self._threshold_of(model)
-        done = [self._assess(windows[n], s, threshold, model) for n, s in zip(live, scored, strict=True)]
+        repeat = self._repeat_of(model)
+        done = [self._assess(windows[n], s, threshold, model, repeat=repeat) for n, s in zip(live, scored, strict=True)]
         elapsed = (time.perf_counter() - started) * 1000 / len(live)
         for n, assessment in zip(live, done, strict=True):
             out[n] = assessment.model_copy(update={"latency_ms": elapsed})
@@ -305,7 +319,8 @@ class LocalModelDetector(Detector):
         return dialogue_turn(head.dialogue_probability(pairs), network)
 
     def _assess(
-        self, window: Conversation, scored: _Scored, threshold: float, model: TurnModel | None = None
+        self, window: Conversation, scored: _Scored, threshold: float, model: TurnModel | None = None,
+        *, repeat: float | None = None,
     ) -> Assessment:
         model = model or self.model()  # looked up once per batch: each lookup reads the settings and paths
         s = scored.scores
@@ -321,19 +336,26 @@ class LocalModelDetector(Detector):
             if combined[i] >= request_threshold and (spans := request_sentences(scored.turns[i].text))
         }
         scam_flagged = {i for i in range(len(scored.turns)) if s.scam[i] >= threshold or i in requests}
-        flagged = [i for i in range(len(scored.turns)) if manipulation[i] >= threshold or i in scam_flagged]
+        # Under the threshold, a turn still counts when the same speaker says something as suspicious again
+        # within the window (`repetition`): one sharp remark in a long call is not a pattern.
+        repeated = repeated_turns(manipulation, [t.speaker for t in scored.turns],
+                                  None if repeat is None or repeat >= threshold else repeat)
+        manipulative = {i for i in range(len(scored.turns)) if manipulation[i] >= threshold} | repeated
+        flagged = sorted(manipulative | scam_flagged)
         latest = len(scored.turns) - 1
         blamed = latest if latest in flagged else (max(flagged, key=lambda i: combined[i]) if flagged else top)
         findings: list[Finding] = []
         for i in flagged:
             turn = scored.turns[i]
-            if manipulation[i] >= threshold:
+            if i in manipulative:
                 techs = s.techniques[i]
                 chosen = [j for j in np.argsort(-techs) if techs[j] >= model.technique_ratio * techs.max()]
                 vulns = s.vulnerabilities[i]
                 vchosen = tuple(v for j, v in enumerate(VULNERABILITIES)
                                 if vulns[j] >= model.vulnerability_ratio * vulns.max())
                 quote = self._quote(model, scored, i, column="manipulation")
+                again = "" if manipulation[i] >= threshold else (
+                    f" (one of two or more suspicious turns by {turn.speaker} in this window)")
                 for j in chosen:
                     technique = TECHNIQUES[j]
                     findings.append(Finding(
@@ -343,7 +365,7 @@ class LocalModelDetector(Detector):
                         vulnerabilities=vchosen,
                         speaker=turn.speaker,
                         detector=self.name,
-                        explanation=f"{technique.value}: {technique.definition}",
+                        explanation=f"{technique.value}: {technique.definition}{again}",
                     ))
             if i in scam_flagged:
                 quote = self._quote(model, scored, i, column="scam", spans=requests.get(i))

@@ -95,6 +95,9 @@ class TurnModel:
     #: Decision thresholds on the calibrated manipulation probability, per sensitivity.
     thresholds: dict[str, float]
     scam_threshold: float
+    #: Per sensitivity, the lower threshold two turns of one speaker within the window must both reach to
+    #: be flagged together (`repetition`); a sensitivity without one flags single turns only.
+    repeat_thresholds: dict[str, float] = field(default_factory=dict)
     #: A label is reported when its probability >= ratio * the turn's most likely label.
     technique_ratio: float = 0.8
     vulnerability_ratio: float = 0.8
@@ -202,6 +205,7 @@ class TurnModel:
             "scam_platt": list(self.scam_platt),
             "thresholds": self.thresholds,
             "scam_threshold": self.scam_threshold,
+            "repeat_thresholds": self.repeat_thresholds,
             "technique_ratio": self.technique_ratio,
             "vulnerability_ratio": self.vulnerability_ratio,
             "metrics": self.metrics,
@@ -254,6 +258,7 @@ class TurnModel:
             scam_platt=(float(manifest["scam_platt"][0]), float(manifest["scam_platt"][1])),
             thresholds={str(k): float(v) for k, v in manifest["thresholds"].items()},
             scam_threshold=float(manifest["scam_threshold"]),
+            repeat_thresholds={str(k): float(v) for k, v in manifest.get("repeat_thresholds", {}).items()},
             technique_ratio=float(manifest["technique_ratio"]),
             vulnerability_ratio=float(manifest["vulnerability_ratio"]),
             metrics=dict(manifest.get("metrics", {})),

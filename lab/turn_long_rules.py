@@ -1,0 +1,168 @@
+"""Issue 19: long conversations. Which flag rule keeps a 40-100 turn ordinary call quiet?
+
+A real phone call runs to 40-100+ turns; our ordinary conversations are 6-22. A rule that flags a
+conversation when any one turn crosses the threshold has as many chances to fire as there are turns, so
+a 2 % false-alarm rate per DailyDialog dialogue becomes about 20 % per 40-turn call (measured:
+`lab/turn_register_stress.py`). Manipulation and scams rarely rest on one turn: the turn-labelled
+dialogues carry 3.5 manipulative turns each, a scammer asks again and again. So this compares, on the
+per-turn scores of `lab/turn_dialogue_scores.py` (a turn's score does not depend on its window):
+
+- `any`: a window is flagged when one turn reaches t (shipped);
+- `two`: when one turn reaches t_hi, or two turns *of the same speaker* in the window reach t_lo
+  (the flag then lands on the second).
+
+Long conversations are made by joining five conversations of the same set, part and label in id order
+(two speakers, `A` and `B`), as `lab/turn_register_stress.py` does. Every threshold is chosen on the dev
+part alone: the lowest that keeps each ordinary kind (short and joined) within its budget; then the test
+part is read once. Prints JSON per rule: thresholds, and per set/part/label the share flagged at some
+prefix (window 10) and who is named first.
+Usage: python lab/turn_long_rules.py SCORES.jsonl --artifact DIR [--budget-long 0.05]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import numpy as np
+
+SHORT_BUDGET = {"dailydialog": 0.02, "sgd": 0.02, "calls": 0.05}
+ORDINARY = ("dailydialog", "sgd", "calls")
+WINDOW = 10
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1 / (1 + np.exp(-x))
+
+
+def pair_evidence(p: np.ndarray, speakers: list[str]) -> np.ndarray:
+    """Per turn: the lower of its score and the best earlier score of the same speaker within the window
+    (what rule `two` compares with t_lo)."""
+    out = np.zeros(len(p))
+    for i in range(len(p)):
+        earlier = [p[j] for j in range(max(0, i + 1 - WINDOW), i) if speakers[j] == speakers[i]]
+        out[i] = min(p[i], max(earlier)) if earlier else 0.0
+    return out
+
+
+def first_flag(r: dict, rule: str, t: float, t_lo: float) -> int | None:
+    """The first turn at which a window ending there is flagged, or None."""
+    hit = r["top"] >= t
+    if rule == "two":
+        hit = hit | (r["two"] >= t_lo)
+    return int(np.argmax(hit)) if hit.any() else None
+
+
+def joined(rows: list[dict], size: int = 5) -> list[dict]:
+    """Rows of the same set/part/label joined five at a time into one long two-speaker conversation."""
+    groups: dict[tuple, list[dict]] = defaultdict(list)
+    for r in sorted(rows, key=lambda r: r["id"]):
+        groups[(r["set"], r["part"], r["label"])].append(r)
+    out = []
+    for (name, part, label), rs in groups.items():
+        for k in range(0, len(rs) - size + 1, size):
+            chunk = rs[k: k + size]
+            speakers: list[str] = []
+            for r in chunk:
+                first = r["speakers"][0]
+                speakers += ["A" if s == first else "B" for s in r["speakers"]]
+            out.append({"set": name + "+long", "part": part, "label": label, "suspect": None,
+                        "speakers": speakers, "p": np.concatenate([r["p"] for r in chunk]),
+                        "scam": np.concatenate([np.asarray(r["scam"]) for r in chunk])})
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("scores", type=Path)
+    parser.add_argument("--artifact", type=Path, required=True)
+    parser.add_argument("--budget-long", type=float, default=0.05,
+                        help="false-alarm budget of the joined ordinary conversations (dev)")
+    parser.add_argument("--grid", type=int, default=120)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    manifest = json.loads((args.artifact / "manifest.json").read_text())
+    a, b = manifest["reply_pair"]["dialogue_platt"]
+    rows = [json.loads(line) for line in args.scores.open(encoding="utf-8")]
+    rows = [r for r in rows if r["set"] != "chatbot" and "pair:shipped" in r]
+    for r in rows:
+        pair = sigmoid(a * np.array(r["pair:shipped"]) + b)
+        r["p"] = (np.array(r["net"]) + 2 * pair) / 3
+        r["scam"] = np.array(r["scam"])
+    ordinary = [r for r in rows if r["set"] in ORDINARY and r["label"] == "benign"]
+    rows += joined(ordinary)
+    for r in rows:
+        r["top"] = np.maximum(r["p"], r["scam"])
+        r["two"] = pair_evidence(r["p"], r["speakers"])
+    grid = np.round(np.linspace(0.2, 0.98, args.grid), 4)
+
+    def shares(rule: str, t: float, t_lo: float) -> dict[tuple, dict[str, float]]:
+        cells: dict[tuple, list] = defaultdict(list)
+        for r in rows:
+            i = first_flag(r, rule, t, t_lo)
+            cells[(r["set"], r["part"], r["label"])].append(
+                (i is not None, None if i is None or r["suspect"] is None else r["speakers"][i] == r["suspect"]))
+        out = {}
+        for k, v in cells.items():
+            named = [x for f, x in v if f and x is not None]
+            out[k] = {"n": len(v), "flagged": round(float(np.mean([f for f, _ in v])), 4)}
+            if named:
+                out[k]["suspect_named"] = round(float(np.mean(named)), 4)
+        return out
+
+    def quiet(s: dict[tuple, dict[str, float]], long_budget: float | None) -> bool:
+        for (name, part, label), v in s.items():
+            if part != "dev" or label != "benign":
+                continue
+            base = name.removesuffix("+long")
+            if base not in SHORT_BUDGET:
+                continue
+            budget = SHORT_BUDGET[base] if name == base else long_budget
+            if budget is not None and v["flagged"] > budget:
+                return False
+        return True
+
+    def recall(s: dict[tuple, dict[str, float]]) -> float:
+        keys = [("dialogue", "dev", "manipulative"), ("calls", "dev", "scam")]
+        return float(np.mean([s[k]["flagged"] for k in keys if k in s]))
+
+    def mm_macro_f1(s: dict[tuple, dict[str, float]], part: str) -> float:
+        """MentalManip con macro-F1 of the part (a dialogue flagged at some prefix counts as flagged)."""
+        pos, neg = s[("mentalmanip", part, "manipulative")], s[("mentalmanip", part, "benign")]
+        tp, fn = pos["flagged"] * pos["n"], (1 - pos["flagged"]) * pos["n"]
+        fp, tn = neg["flagged"] * neg["n"], (1 - neg["flagged"]) * neg["n"]
+        return float((2 * tp / (2 * tp + fp + fn) + 2 * tn / (2 * tn + fn + fp)) / 2)
+
+    candidates: list[tuple[str, float, float, float | None]] = [("any", t, t, None) for t in grid]
+    candidates += [("any", t, t, args.budget_long) for t in grid]
+    for t in grid[::2]:
+        for t_lo in grid[::2]:
+            if t_lo < t:
+                candidates.append(("two", float(t), float(t_lo), args.budget_long))
+    best: dict[tuple[str, str], tuple] = {}
+    for rule, t, t_lo, long_budget in candidates:
+        s = shares(rule, t, t_lo)
+        picks = {"mentalmanip": (mm_macro_f1(s, "dev"), -t)}
+        if quiet(s, long_budget):
+            picks["quiet" if long_budget is None else "quiet+long"] = (recall(s), -t)
+        for pick, score in picks.items():
+            key = (rule, pick)
+            if key not in best or score > best[key][0]:
+                best[key] = (score, t, t_lo, s)
+    report = []
+    for (rule, pick), (_, t, t_lo, s) in sorted(best.items()):
+        entry = {"rule": rule, "pick": pick, "t": t, "t_lo": t_lo,
+                 "mentalmanip_macro_f1": {part: round(mm_macro_f1(s, part), 4) for part in ("dev", "test")},
+                 "sets": {"/".join(k): v for k, v in sorted(s.items())}}
+        report.append(entry)
+        print(json.dumps({k: v for k, v in entry.items() if k != "sets"}))
+        for k, v in sorted(s.items()):
+            print("   ", "/".join(k), v)
+    if args.out:
+        args.out.write_text(json.dumps(report, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
