@@ -81,6 +81,11 @@ def test_training_is_deterministic_and_round_trips(tiny: tuple[Path, Path], arti
     manifest = json.loads((artifact / "manifest.json").read_text(encoding="utf-8"))
     assert set(manifest["thresholds"]) == {"low", "medium", "high"}
     assert manifest["thresholds"]["low"] >= manifest["thresholds"]["medium"] >= manifest["thresholds"]["high"]
+    # The repetition rule's lower thresholds: chosen with the others, never above their own level's.
+    repeat = manifest["repeat_thresholds"]
+    assert set(repeat) == {"low", "medium"}
+    assert all(manifest["thresholds"]["high"] <= repeat[k] <= manifest["thresholds"][k] for k in repeat)
+    assert loaded.repeat_thresholds == repeat
     # Only the train and dev parts are read: no test-part conversation reached training.
     assert manifest["info"]["n_turns"] < sum(
         len(c.conversation.turns) for c in load_conversations(tiny[1])
