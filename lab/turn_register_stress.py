@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -34,30 +33,22 @@ from guardian.corpora.conversations import (
     load_conversations,
     split_of,
 )
+from guardian.detectors.local.augment import spoken
 from guardian.detectors.local.corpus import load_dialogue_turns, training_encoder
 from guardian.detectors.local.detector import LocalModelDetector
 
-FILLERS = ("uh", "um", "you know", "i mean", "like", "so", "well")
 BACKCHANNELS = ("uh-huh", "yeah", "mm-hmm", "right", "okay", "yeah yeah", "oh", "huh", "sure")
 
 
-def spoken(c: Conversation, *, seed: int) -> Conversation:
-    """The conversation in a transcript's register: lower case, no punctuation but apostrophes, a filler
-    before about one word in ten, about one word in thirty said twice, and a backchannel turn by the
-    listener after about a third of the turns (never after the last)."""
+def spoken_conversation(c: Conversation, *, seed: int) -> Conversation:
+    """The conversation in a transcript's register: every turn through `augment.spoken` (lower case, no
+    punctuation but apostrophes, fillers, repeated words), and a backchannel turn by the listener after
+    about a third of the turns (never after the last, nor where the listener's next turn is an answer)."""
     rng = np.random.default_rng(seed)
     speakers = list(dict.fromkeys(t.speaker for t in c.turns))
     pairs: list[tuple[str, str]] = []
     for k, t in enumerate(c.turns):
-        words = re.sub(r"[^\w\s'-]", " ", t.text.lower()).split()
-        out: list[str] = []
-        for w in words:
-            if rng.random() < 0.1:
-                out.append(FILLERS[int(rng.integers(len(FILLERS)))])
-            out.append(w)
-            if rng.random() < 1 / 30:
-                out.append(w)
-        pairs.append((t.speaker, " ".join(out) or "mm"))
+        pairs.append((t.speaker, spoken(t.text, rng)))
         if len(speakers) > 1 and k < len(c.turns) - 1 and rng.random() < 1 / 3:
             listener = next(s for s in speakers if s != t.speaker)
             if c.turns[k + 1].speaker != listener:  # the listener's own next turn is already an answer
@@ -80,6 +71,7 @@ def main() -> None:
     parser.add_argument("--artifact", type=Path, required=True)
     parser.add_argument("--window", type=int, default=10)
     parser.add_argument("--per-kind", type=int, default=120, help="conversations per set and label (test part)")
+    parser.add_argument("--part", default="test", help="which part of each corpus (dev: for choices)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     encoder = training_encoder()
@@ -96,18 +88,20 @@ def main() -> None:
         return out
 
     sets: list[tuple[str, list[LabelledConversation]]] = [
-        (f.stem, [c for c in load_conversations(f) if split_of(c.id) == "test"])
+        (f.stem, [c for c in load_conversations(f) if split_of(c.id) == args.part])
         for f in sorted(conversations_dir().glob("*.jsonl"))
     ]
-    sets.append(("dialogues", [c for c in load_dialogue_turns() if split_of(c.id) == "test"]))
-    sets.append(("gaslighting_eval", load_conversations(Path(__file__).parent / "data" / "gaslighting_dialogues.jsonl")))
+    sets.append(("dialogues", [c for c in load_dialogue_turns() if split_of(c.id) == args.part]))
+    if args.part == "test":  # an evaluation set: never read for a choice
+        sets.append(("gaslighting_eval",
+                     load_conversations(Path(__file__).parent / "data" / "gaslighting_dialogues.jsonl")))
     report: dict[str, object] = {"window": args.window, "per_kind": args.per_kind}
     for stem, rows in sets:
         for label in sorted({c.label for c in rows}):
             convs = sorted((c for c in rows if c.label == label), key=lambda c: c.id)[: args.per_kind]
             styles: dict[str, list[tuple[Conversation, str | None]]] = {
                 "clean": [(c.conversation, c.suspect) for c in convs],
-                "spoken": [(spoken(c.conversation, seed=i), c.suspect) for i, c in enumerate(convs)],
+                "spoken": [(spoken_conversation(c.conversation, seed=i), c.suspect) for i, c in enumerate(convs)],
             }
             if label in ("benign", "ordinary", "none", "fair") or stem in ("dailydialog", "sgd"):
                 pool = sorted((c for c in rows if c.label == label), key=lambda c: c.id)

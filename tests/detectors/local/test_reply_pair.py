@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -57,6 +58,22 @@ def test_training_rows_weigh_the_three_groups_as_the_linear_head_does() -> None:
     totals = [float(weight[groups == g].sum()) for g in (0, 1, 2)]
     assert totals == pytest.approx(np.array([1.0, 2.0, 1.0]) * len(y) / 4)
     assert training_rows(_corpus(), ordinary=2, seed=0)[3].tolist().count(2) == 2
+
+
+def test_spoken_copies_keep_their_label_group_and_the_groups_weights() -> None:
+    """`spoken_share=1`: every row again as a transcript writes it (lower case, no punctuation), same label
+    and group; the groups still weigh 1 : 2 : 1, and a first turn still answers `NO_REQUEST`."""
+    plain = training_rows(_corpus(), ordinary=10, seed=0)
+    pairs, y, weight, groups = training_rows(_corpus(), ordinary=10, seed=0, spoken_share=1.0)
+    n = len(plain[0])
+    assert pairs[:n] == plain[0] and len(pairs) == 2 * n
+    assert y[n:].tolist() == y[:n].tolist() and groups[n:].tolist() == groups[:n].tolist()
+    for (turn, before), (spoken_turn, spoken_before) in zip(pairs[:n], pairs[n:], strict=True):
+        assert spoken_turn == spoken_turn.lower() and not any(c in spoken_turn for c in ".,?!")
+        assert spoken_before == NO_REQUEST if before == NO_REQUEST else spoken_before == spoken_before.lower()
+        assert set(re.findall(r"[\w']+", turn.lower())) <= set(spoken_turn.split())
+    totals = [float(weight[groups == g].sum()) for g in (0, 1, 2)]
+    assert totals == pytest.approx(np.array([1.0, 2.0, 1.0]) * len(y) / 4)
 
 
 @pytest.mark.slow

@@ -19,12 +19,14 @@ from pathlib import Path
 
 import numpy as np
 
+from guardian.detectors.local.augment import spoken
 from guardian.detectors.local.calibration import HAND_WRITTEN, platt, turn_logits
 from guardian.detectors.local.corpus import Corpus
 from guardian.detectors.local.data import Bag, by_conversation, conversation_pairs
 from guardian.detectors.local.reply import CHATBOT_NEGATIVE_WEIGHT, ORDINARY_WEIGHT
 from guardian.detectors.local.reply_pair import (
     CLASSES,
+    NO_REQUEST,
     REPLY_PAIR_FILE,
     ReplyPairHead,
     ReplyPairs,
@@ -39,10 +41,12 @@ PAIR_CONFIG = TuneConfig(epochs=3, lr=5e-5, head_lr=1e-3, max_len=128, batch_siz
 
 
 def training_rows(
-    corpus: Corpus, *, ordinary: int, seed: int
+    corpus: Corpus, *, ordinary: int, seed: int, spoken_share: float = 0.0
 ) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray, np.ndarray]:
     """(pairs, labels, row weights with mean 1, groups) from the train part; groups: 0 a manipulative
-    reply, 1 another chatbot turn, 2 an ordinary turn."""
+    reply, 1 another chatbot turn, 2 an ordinary turn. `spoken_share` of the rows get a copy as a
+    transcript of speech writes it (`augment.spoken`), same label, same group (whose total weight
+    stays as it is)."""
     texts = corpus.data.texts
     pairs: list[tuple[str, str]] = []
     labels: list[int] = []
@@ -64,6 +68,14 @@ def training_rows(
     pairs += [pool[int(i)] for i in take]
     labels += [0] * len(take)
     group += [2] * len(take)
+    if spoken_share > 0:
+        rng = np.random.default_rng(seed + 1)
+        chosen = [k for k in range(len(pairs)) if rng.random() < spoken_share]
+        for k in chosen:
+            turn, before = pairs[k]
+            pairs.append((spoken(turn, rng), before if before == NO_REQUEST else spoken(before, rng)))
+            labels.append(labels[k])
+            group.append(group[k])
     g = np.array(group)
     weight = np.zeros(len(g))
     for k, total in ((0, 1.0), (1, CHATBOT_NEGATIVE_WEIGHT), (2, ORDINARY_WEIGHT)):
@@ -80,13 +92,13 @@ def conversation_maxima(head: ReplyPairHead, corpus: Corpus, bags: Sequence[Bag]
 
 
 def fit_reply_pair(
-    corpus: Corpus, *, config: TuneConfig = PAIR_CONFIG, ordinary: int = 3000,
+    corpus: Corpus, *, config: TuneConfig = PAIR_CONFIG, ordinary: int = 3000, spoken_share: float = 0.0,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[ReplyPairHead | None, dict[str, object]]:
     """The fine-tuned, calibrated reply head (None without chatbot exchanges), and what was fitted."""
     from guardian.encoding.finetune import train_pairs
 
-    pairs, y, weight, groups = training_rows(corpus, ordinary=ordinary, seed=config.seed)
+    pairs, y, weight, groups = training_rows(corpus, ordinary=ordinary, seed=config.seed, spoken_share=spoken_share)
     if not y.any() or y.all():
         return None, {}
     trained: ReplyPairs = train_pairs(pairs, y, classes=list(CLASSES), config=config, factory=ReplyPairs,
@@ -105,7 +117,7 @@ def fit_reply_pair(
     head.platt = (a, shift)
     head.dialogue_platt = dialogue_scale(head, corpus)
     return head, {"positives": int((groups == 0).sum()), "chatbot_negatives": int((groups == 1).sum()),
-                  "ordinary_negatives": int((groups == 2).sum()),
+                  "ordinary_negatives": int((groups == 2).sum()), "spoken_share": spoken_share,
                   "config": {k: getattr(config, k) for k in ("epochs", "lr", "head_lr", "max_len", "batch_size", "seed")},
                   "platt": [a, shift], "dialogue_platt": head.dialogue_platt, "dev_conversations": len(keys)}
 
