@@ -82,6 +82,8 @@ def main() -> None:
                         help="false-alarm budget of the joined ordinary conversations (dev)")
     parser.add_argument("--grid", type=int, default=120)
     parser.add_argument("--out", type=Path)
+    parser.add_argument("--pairs", default="", help="'T/R,T/R,...': print the test part's table for these "
+                                                     "(threshold, repeat threshold) pairs instead of choosing")
     args = parser.parse_args()
     manifest = json.loads((args.artifact / "manifest.json").read_text())
     a, b = manifest["reply_pair"]["dialogue_platt"]
@@ -135,6 +137,24 @@ def main() -> None:
         fp, tn = neg["flagged"] * neg["n"], (1 - neg["flagged"]) * neg["n"]
         return float((2 * tp / (2 * tp + fp + fn) + 2 * tn / (2 * tn + fn + fp)) / 2)
 
+    if args.pairs:
+        wanted = [("dailydialog", "test", "benign"), ("dailydialog+long", "test", "benign"), ("sgd", "test", "benign"),
+                  ("calls", "test", "benign"), ("calls+long", "test", "benign"), ("calls", "test", "scam"),
+                  ("dialogue", "test", "manipulative"), ("dialogue", "test", "benign"),
+                  ("gaslighting", "eval", "manipulative"), ("gaslighting", "eval", "benign")]
+        print("| threshold / repeat | " + " | ".join("/".join(k) for k in wanted) + " | MentalManip test macro-F1 |")
+        for spec in args.pairs.split(","):
+            t, r = (float(v) for v in spec.split("/"))
+            s = shares("two" if r < t else "any", t, r)
+            cells = []
+            for k in wanted:
+                v = s.get(k, {})
+                cell = f"{100 * v.get('flagged', 0):.1f} %"
+                if "suspect_named" in v and k[2] != "benign":
+                    cell += f" / {100 * v['suspect_named']:.0f} %"
+                cells.append(cell)
+            print(f"| {t:.2f} / {r:.2f} | " + " | ".join(cells) + f" | {mm_macro_f1(s, 'test'):.3f} |")
+        return
     candidates: list[tuple[str, float, float, float | None]] = [("any", t, t, None) for t in grid]
     candidates += [("any", t, t, args.budget_long) for t in grid]
     for t in grid[::2]:
