@@ -40,7 +40,9 @@ class LLMSettings(_Section):
     max_retries: int = 2
     samples: int = Field(default=5, ge=1, description="self-consistency votes")
     temperature: float = 0.7
-    band: tuple[float, float] = (0.3, 0.8)
+    #: The local probabilities the cascade asks the LLM about: from the local model's medium repeat threshold
+    #: (.30) to its threshold (.90), where one turn alone decides nothing (docs/model-card.md).
+    band: tuple[float, float] = (0.3, 0.9)
     max_calls: int = Field(default=20, ge=0, description="LLM calls allowed per conversation")
     max_tokens: int = Field(default=60_000, ge=0, description="LLM tokens allowed per conversation")
     backoff_s: float = Field(default=1.0, ge=0.0, description="first retry delay; doubles per retry")
