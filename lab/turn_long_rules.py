@@ -28,22 +28,21 @@ from pathlib import Path
 
 import numpy as np
 
+from guardian.detectors.local.model import platt_probability
+from guardian.detectors.local.repetition import same_speaker_pairs
+from guardian.detectors.local.reply_pair import dialogue_turn
+
 SHORT_BUDGET = {"dailydialog": 0.02, "sgd": 0.02, "calls": 0.05}
 ORDINARY = ("dailydialog", "sgd", "calls")
 WINDOW = 10
 
 
-def sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1 / (1 + np.exp(-x))
-
-
 def pair_evidence(p: np.ndarray, speakers: list[str]) -> np.ndarray:
-    """Per turn: the lower of its score and the best earlier score of the same speaker within the window
-    (what rule `two` compares with t_lo)."""
+    """Per turn: the best, over the same speaker's earlier turns within the window, of the lower score of
+    the two (what rule `two` compares with t_lo at that turn)."""
     out = np.zeros(len(p))
-    for i in range(len(p)):
-        earlier = [p[j] for j in range(max(0, i + 1 - WINDOW), i) if speakers[j] == speakers[i]]
-        out[i] = min(p[i], max(earlier)) if earlier else 0.0
+    for j, i in same_speaker_pairs(speakers, window=WINDOW):
+        out[i] = max(out[i], min(p[i], p[j]))
     return out
 
 
@@ -90,8 +89,8 @@ def main() -> None:
     rows = [json.loads(line) for line in args.scores.open(encoding="utf-8")]
     rows = [r for r in rows if r["set"] != "chatbot" and "pair:shipped" in r]
     for r in rows:
-        pair = sigmoid(a * np.array(r["pair:shipped"]) + b)
-        r["p"] = (np.array(r["net"]) + 2 * pair) / 3
+        # The turn's score as the detector reads it (`reply_pair.dialogue_turn`).
+        r["p"] = dialogue_turn(platt_probability(np.array(r["pair:shipped"]), (a, b)), np.array(r["net"]))
         r["scam"] = np.array(r["scam"])
     ordinary = [r for r in rows if r["set"] in ORDINARY and r["label"] == "benign"]
     rows += joined(ordinary)

@@ -20,7 +20,9 @@ import numpy as np
 from guardian.corpora.conversations import conversations_dir, load_conversations
 from guardian.detectors.local.augment import key_phrase_hint
 from guardian.detectors.local.corpus import load_dialogue_turns
+from guardian.detectors.local.model import platt_probability
 from guardian.detectors.local.repetition import repeated_turns
+from guardian.detectors.local.reply_pair import dialogue_turn
 
 
 def main() -> None:
@@ -42,8 +44,8 @@ def main() -> None:
         r = json.loads(line)
         if r["set"] in ("chatbot", "mentalmanip") or r["id"] not in texts:
             continue
-        pair = 1 / (1 + np.exp(-(a * np.array(r["pair:shipped"]) + b)))
-        p = (np.array(r["net"]) + 2 * pair) / 3
+        # The turn's score as the detector reads it (`reply_pair.dialogue_turn`).
+        p = dialogue_turn(platt_probability(np.array(r["pair:shipped"]), (a, b)), np.array(r["net"]))
         shipped = bool((np.maximum(p, np.array(r["scam"])) >= threshold).any()
                        or repeated_turns(p, r["speakers"], repeat))
         hints = np.array([key_phrase_hint(t) for t in texts[r["id"]]])

@@ -184,7 +184,7 @@ def calibrate(model: TurnModel, corpus: Corpus, *, refit_platt: bool = True) -> 
     high = max(grid, key=macro_f1)
     thresholds = {"high": float(high)}
     ordinary = sorted({k for k in kinds if k.endswith(":benign") and k.split(":")[0] not in HAND_WRITTEN})
-    repeats = repeat_scores(scores, model.manip_platt, combined)
+    repeats = repeat_scores(scores, model.manip_platt, combined, ordinary)
     thresholds.update(quiet_thresholds(combined, repeats, kinds, scores.positive, ordinary, floor=float(high)))
     model.repeat_thresholds = {level: thresholds.pop(f"{level}_repeat") for level in ("medium", "low")}
     # Chatbot threads (the middleware): an assistant has no reason to sound heated, so its operating
@@ -220,14 +220,14 @@ def calibrate(model: TurnModel, corpus: Corpus, *, refit_platt: bool = True) -> 
     model.scam_threshold = thresholds["medium"]
     metrics: dict[str, object] = {"thresholds": thresholds, "repeat_thresholds": dict(model.repeat_thresholds)}
     for level, threshold in thresholds.items():
+        repeat = model.repeat_thresholds.get(level)
         flagged = (bot if level == "assistant" else combined) >= threshold
-        if level in model.repeat_thresholds:
-            flagged = flagged | (repeats.single >= model.repeat_thresholds[level])
+        if repeat is not None:
+            flagged = repeats.flagged(combined, threshold, repeat)
         per_kind = {k: round(float(flagged[kinds == k].mean()), 4) for k in sorted(set(kinds))}
-        if level in model.repeat_thresholds:
-            for k, (top, again) in repeats.joined.items():
-                per_kind[f"{k.split(':')[0]}+long:benign"] = round(float(
-                    ((top >= threshold) | (again >= model.repeat_thresholds[level])).mean()), 4)
+        if repeat is not None:
+            for k in repeats.joined:
+                per_kind[f"{k.split(':')[0]}+long:benign"] = round(repeats.long_share(k, threshold, repeat), 4)
         y, p = scores.positive[mm], flagged[mm]
         per_kind["mentalmanip_accuracy"] = round(float((y == p).mean()), 4)
         per_kind["mentalmanip_macro_f1"] = round(_macro_f1(y, p), 4)
@@ -246,16 +246,26 @@ class RepeatScores:
     single: np.ndarray
     joined: dict[str, tuple[np.ndarray, np.ndarray]]
 
+    def flagged(self, combined: np.ndarray, threshold: float, repeat: float) -> np.ndarray:
+        """Which dev conversations the pair (threshold, repeat threshold) flags at some turn."""
+        return (combined >= threshold) | (self.single >= repeat)
 
-def repeat_scores(scores: DevScores, platt_ab: tuple[float, float], combined: np.ndarray) -> RepeatScores:
-    """The repeat evidence of every dev conversation and of the joined ordinary ones (`combined`: each
-    conversation's highest p(manipulative) or p(scam))."""
+    def long_share(self, kind: str, threshold: float, repeat: float) -> float:
+        """The share of `kind`'s joined long conversations the pair flags."""
+        top, again = self.joined[kind]
+        return float(((top >= threshold) | (again >= repeat)).mean())
+
+
+def repeat_scores(scores: DevScores, platt_ab: tuple[float, float], combined: np.ndarray,
+                  ordinary: Sequence[str]) -> RepeatScores:
+    """The repeat evidence of every dev conversation and of the `ordinary` kinds' joined ones (`combined`:
+    each conversation's highest p(manipulative) or p(scam))."""
     turns = scores.turn_manipulation(platt_ab)
     speakers = scores.turn_speakers or [[""] * len(t) for t in turns]
     single = np.array([repeat_evidence(t, who) for t, who in zip(turns, speakers, strict=True)])
     kinds = np.array(scores.kind)
     joined: dict[str, tuple[np.ndarray, np.ndarray]] = {}
-    for k in sorted({k for k in scores.kind if k.endswith(":benign") and k.split(":")[0] not in HAND_WRITTEN}):
+    for k in ordinary:
         members = np.flatnonzero(kinds == k)
         tops, agains = [], []
         for start in range(0, len(members) - LONG_JOIN + 1, LONG_JOIN):
@@ -286,9 +296,8 @@ def quiet_thresholds(combined: np.ndarray, repeats: RepeatScores, kinds: np.ndar
         lowest = max(floor, out.get("medium", 0.0))
         best: tuple[tuple[float, float, float], float, float] | None = None
         for t in (float(v) for v in grid if v >= lowest):
-            single = combined >= t
             for r in (float(v) for v in grid if floor <= v <= t):
-                flagged = single | (repeats.single >= r)
+                flagged = repeats.flagged(combined, t, r)
                 if not _within_budgets(flagged, kinds, ordinary, level, repeats, t, r):
                     continue
                 recall = float(np.mean([flagged[(kinds == k) & positive].mean() for k in targets
@@ -307,10 +316,8 @@ def _within_budgets(flagged: np.ndarray, kinds: np.ndarray, ordinary: Sequence[s
         budget = CALLS_BUDGET[level] if k.startswith("calls") else FALSE_ALARM_BUDGET[level]
         if float(flagged[kinds == k].mean()) > budget:
             return False
-        if k in repeats.joined:
-            top, again = repeats.joined[k]
-            if float(((top >= t) | (again >= r)).mean()) > LONG_BUDGET[level]:
-                return False
+        if k in repeats.joined and repeats.long_share(k, t, r) > LONG_BUDGET[level]:
+            return False
     return True
 
 

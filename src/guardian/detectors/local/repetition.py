@@ -22,30 +22,25 @@ import numpy as np
 REPEAT_WINDOW = 10
 
 
+def same_speaker_pairs(speakers: Sequence[str], *, window: int = REPEAT_WINDOW) -> list[tuple[int, int]]:
+    """Pairs (i, j), i < j, of turns by one speaker fewer than `window` turns apart: what the rule compares."""
+    return [(i, j) for i in range(len(speakers)) for j in range(i + 1, min(len(speakers), i + window))
+            if speakers[i] == speakers[j]]
+
+
 def repeated_turns(scores: np.ndarray, speakers: Sequence[str], floor: float | None, *,
                    window: int = REPEAT_WINDOW) -> set[int]:
     """Turns at or over `floor` with another turn of the same speaker at or over it fewer than `window`
     turns away (both are returned). None: the rule is off."""
     if floor is None:
         return set()
-    over: list[int] = np.flatnonzero(np.asarray(scores) >= floor).tolist()
-    out: set[int] = set()
-    for k, i in enumerate(over):
-        for j in over[k + 1:]:
-            if j - i >= window:
-                break
-            if speakers[i] == speakers[j]:
-                out.update((i, j))
-    return out
+    over = np.asarray(scores) >= floor
+    return {k for i, j in same_speaker_pairs(speakers, window=window) if over[i] and over[j] for k in (i, j)}
 
 
 def repeat_evidence(scores: np.ndarray, speakers: Sequence[str], *, window: int = REPEAT_WINDOW) -> float:
     """The highest repeat threshold at which `repeated_turns` finds a pair: over pairs of one speaker's
     turns fewer than `window` apart, the best lower score of the two (0 when the speaker never repeats)."""
-    best = 0.0
     values = np.asarray(scores, dtype=np.float64)
-    for i in range(len(values)):
-        for j in range(i + 1, min(len(values), i + window)):
-            if speakers[i] == speakers[j]:
-                best = max(best, float(min(values[i], values[j])))
-    return best
+    return max((float(min(values[i], values[j])) for i, j in same_speaker_pairs(speakers, window=window)),
+               default=0.0)
