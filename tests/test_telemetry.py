@@ -61,6 +61,16 @@ def test_record_counts_without_a_span() -> None:
     assert {"guardian.screens", "guardian.flags", "guardian.screen.duration"} <= names
 
 
+def test_each_new_registry_counts_from_zero() -> None:
+    # Registries made and dropped one after another reuse addresses; the instruments of a dropped
+    # one must never be handed to the next (this failed once in CI, keyed by id()).
+    for _ in range(50):
+        registry = CollectorRegistry()
+        Telemetry(prometheus_registry=registry).record(_flagged(), surface="watch", direction="turn", flagged=True)
+        assert registry.get_sample_value("guardian_screens_total", {"surface": "watch", "direction": "turn", "decision": "flagged"}) == 1
+        del registry
+
+
 def test_without_an_sdk_nothing_is_recorded_and_nothing_breaks() -> None:
     # The API's default providers are no-ops: a screen costs a few calls, no exporter is needed.
     telemetry = Telemetry(prometheus=False)

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import threading
 import time
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -85,7 +86,9 @@ class _Prometheus:
         )
 
 
-_PROMETHEUS: dict[int, _Prometheus] = {}
+# Keyed by the registry itself, weakly: keyed by id(), a registry that was garbage-collected
+# handed its instruments to the next registry allocated at the same address.
+_PROMETHEUS: weakref.WeakKeyDictionary[Any, _Prometheus] = weakref.WeakKeyDictionary()
 _PROMETHEUS_LOCK = threading.Lock()
 
 
@@ -96,9 +99,9 @@ def _prometheus(registry: Any | None) -> _Prometheus | None:
         return None
     registry = prometheus_client.REGISTRY if registry is None else registry
     with _PROMETHEUS_LOCK:
-        found = _PROMETHEUS.get(id(registry))
+        found = _PROMETHEUS.get(registry)
         if found is None:
-            found = _PROMETHEUS[id(registry)] = _Prometheus(registry)
+            found = _PROMETHEUS[registry] = _Prometheus(registry)
         return found
 
 
