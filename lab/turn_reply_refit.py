@@ -49,6 +49,8 @@ def main() -> None:
     parser.add_argument("--head-lr", type=float, help="with --pair: the head's learning rate (default: the recipe's)")
     parser.add_argument("--spoken", type=float, default=0.0,
                         help="with --pair: the share of rows also trained on as speech transcripts write them")
+    parser.add_argument("--hard", type=int, default=0,
+                        help="with --pair: that many more ordinary turns, those the network scores highest")
     parser.add_argument("--dialogue", action="store_true",
                         help="with --pair: keep the low / medium / high thresholds the dialogue rule calibrates "
                              "(the pair head joins the network outside chatbot threads), with the shipped Platt scales")
@@ -78,7 +80,9 @@ def main() -> None:
 
         bar = tqdm_progress("reply head")
         recipe = dataclasses.replace(PAIR_CONFIG, head_lr=args.head_lr) if args.head_lr else PAIR_CONFIG
-        model.reply_pair, fitted = fit_reply_pair(corpus, config=recipe, spoken_share=args.spoken,
+        network = model  # the ordinary turns it scores highest are the hard negatives (`--hard`)
+        model.reply_pair, fitted = fit_reply_pair(corpus, config=recipe, spoken_share=args.spoken, hard=args.hard,
+                                                  hardness=lambda x: network.logits(x)[:, 0],
                                                   progress=lambda step, total: bar("fine-tuning", step, total))
     else:
         fitted = fit_reply_head(model, corpus, c=float(config.get("reply_c", 1.0)), seed=int(config.get("seed", 17)))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +24,7 @@ THREAD = Conversation.from_pairs([
 ])
 
 
-def _corpus() -> Corpus:
+def _corpus(embed: Callable[[list[str]], np.ndarray] | None = None) -> Corpus:
     """Two chatbot threads and two ordinary conversations, all in the train part."""
     manipulative = LabelledConversation("m", "chatbot", "manipulative", THREAD)
     benign = LabelledConversation("b", "chatbot", "benign", Conversation.from_pairs([
@@ -36,7 +37,7 @@ def _corpus() -> Corpus:
         ("Caller", "Read me the code we just sent."), ("Callee", "Which code?"),
     ]), suspect="Caller")
     data = build(dialogues=[], exchanges=[manipulative, benign], conversations=[task, scam],
-                 embed=lambda texts: np.ones((len(texts), 384), np.float32))
+                 embed=embed or (lambda texts: np.ones((len(texts), 384), np.float32)))
     return Corpus(data=data, train=data.bags, dev=[])
 
 
@@ -74,6 +75,22 @@ def test_spoken_copies_keep_their_label_group_and_the_groups_weights() -> None:
         assert set(re.findall(r"[\w']+", turn.lower())) <= set(spoken_turn.split())
     totals = [float(weight[groups == g].sum()) for g in (0, 1, 2)]
     assert totals == pytest.approx(np.array([1.0, 2.0, 1.0]) * len(y) / 4)
+
+
+def test_hard_negatives_are_the_ordinary_turns_scored_highest_among_those_not_drawn() -> None:
+    """`hard=1`: besides the one ordinary turn drawn at random, the one `hardness` ranks highest among the
+    rest (here: the longest text, as the stand-in vectors carry each text's length); the groups still weigh
+    1 : 2 : 1."""
+    corpus = _corpus(embed=lambda texts: np.array([[len(t)] * 384 for t in texts], np.float32))
+    drawn = [p for p, g in zip(*training_rows(corpus, ordinary=1, seed=0)[::3], strict=True) if g == 2]
+    pairs, y, weight, groups = training_rows(corpus, ordinary=1, seed=0, hard=1, hardness=lambda x: x[:, 0])
+    ordinary = [p for p, g in zip(pairs, groups, strict=True) if g == 2]
+    rest = [t for t in ("Book a table for two.", "Done, 7 PM at Luigi's.", "Thanks.") if t != drawn[0][0]]
+    assert ordinary[0] == drawn[0] and ordinary[1][0] == max(rest, key=len)
+    assert y[groups == 2].sum() == 0
+    totals = [float(weight[groups == g].sum()) for g in (0, 1, 2)]
+    assert totals == pytest.approx(np.array([1.0, 2.0, 1.0]) * len(y) / 4)
+    assert training_rows(corpus, ordinary=1, seed=0, hard=1)[0] == training_rows(corpus, ordinary=1, seed=0)[0]
 
 
 @pytest.mark.slow

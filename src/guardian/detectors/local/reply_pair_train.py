@@ -41,17 +41,21 @@ PAIR_CONFIG = TuneConfig(epochs=3, lr=5e-5, head_lr=1e-3, max_len=128, batch_siz
 
 
 def training_rows(
-    corpus: Corpus, *, ordinary: int, seed: int, spoken_share: float = 0.0
+    corpus: Corpus, *, ordinary: int, seed: int, spoken_share: float = 0.0,
+    hard: int = 0, hardness: Callable[[np.ndarray], np.ndarray] | None = None,
 ) -> tuple[list[tuple[str, str]], np.ndarray, np.ndarray, np.ndarray]:
     """(pairs, labels, row weights with mean 1, groups) from the train part; groups: 0 a manipulative
     reply, 1 another chatbot turn, 2 an ordinary turn. `spoken_share` of the rows get a copy as a
     transcript of speech writes it (`augment.spoken`), same label, same group (whose total weight
-    stays as it is)."""
+    stays as it is). `hard`: that many more ordinary turns, the ones `hardness` (feature rows -> score)
+    ranks highest among those not drawn at random: the sharp everyday remarks a uniform draw of a pool
+    that is mostly task dialogue rarely holds, and that a 40-turn call gives many chances to fire."""
     texts = corpus.data.texts
     pairs: list[tuple[str, str]] = []
     labels: list[int] = []
     group: list[int] = []
     pool: list[tuple[str, str]] = []
+    pool_rows: list[int] = []
     for (source, _), bags in sorted(by_conversation(corpus.train).items()):
         rows = np.concatenate([b.rows for b in bags])
         read = dict(zip(rows.tolist(), conversation_pairs(texts, rows), strict=True))
@@ -64,7 +68,12 @@ def training_rows(
                     group.append(0 if positive else 1)
         elif source in ORDINARY_SOURCES and all(b.label != "scam" for b in bags):
             pool.extend(read[r] for r in sorted(read))
+            pool_rows.extend(sorted(read))
     take = np.random.default_rng(seed).permutation(len(pool))[:ordinary]
+    if hard > 0 and hardness is not None and len(take) < len(pool):
+        rest = np.setdiff1d(np.arange(len(pool)), take)
+        score = np.asarray(hardness(corpus.data.features[np.array(pool_rows)[rest]]))
+        take = np.concatenate([take, rest[np.argsort(-score, kind="stable")[:hard]]])
     pairs += [pool[int(i)] for i in take]
     labels += [0] * len(take)
     group += [2] * len(take)
@@ -93,12 +102,14 @@ def conversation_maxima(head: ReplyPairHead, corpus: Corpus, bags: Sequence[Bag]
 
 def fit_reply_pair(
     corpus: Corpus, *, config: TuneConfig = PAIR_CONFIG, ordinary: int = 3000, spoken_share: float = 0.0,
+    hard: int = 0, hardness: Callable[[np.ndarray], np.ndarray] | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> tuple[ReplyPairHead | None, dict[str, object]]:
     """The fine-tuned, calibrated reply head (None without chatbot exchanges), and what was fitted."""
     from guardian.encoding.finetune import train_pairs
 
-    pairs, y, weight, groups = training_rows(corpus, ordinary=ordinary, seed=config.seed, spoken_share=spoken_share)
+    pairs, y, weight, groups = training_rows(corpus, ordinary=ordinary, seed=config.seed, spoken_share=spoken_share,
+                                             hard=hard, hardness=hardness)
     if not y.any() or y.all():
         return None, {}
     trained: ReplyPairs = train_pairs(pairs, y, classes=list(CLASSES), config=config, factory=ReplyPairs,
@@ -117,7 +128,7 @@ def fit_reply_pair(
     head.platt = (a, shift)
     head.dialogue_platt = dialogue_scale(head, corpus)
     return head, {"positives": int((groups == 0).sum()), "chatbot_negatives": int((groups == 1).sum()),
-                  "ordinary_negatives": int((groups == 2).sum()), "spoken_share": spoken_share,
+                  "ordinary_negatives": int((groups == 2).sum()), "spoken_share": spoken_share, "hard_negatives": hard,
                   "config": {k: getattr(config, k) for k in ("epochs", "lr", "head_lr", "max_len", "batch_size", "seed")},
                   "platt": [a, shift], "dialogue_platt": head.dialogue_platt, "dev_conversations": len(keys)}
 
