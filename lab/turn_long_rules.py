@@ -16,7 +16,11 @@ Long conversations are made by joining five conversations of the same set, part 
 part alone: the lowest that keeps each ordinary kind (short and joined) within its budget; then the test
 part is read once. Prints JSON per rule: thresholds, and per set/part/label the share flagged at some
 prefix (window 10) and who is named first.
-Usage: python lab/turn_long_rules.py SCORES.jsonl --artifact DIR [--budget-long 0.05]
+A same-speaker pair counts only when it stands `--margin` above every other speaker's pair in the
+window (`repetition.REPEAT_MARGIN`; 0 gives the rule as first shipped); `--pairs T/R/M,... --part dev`
+prints the table from which the margin was chosen.
+Usage: python lab/turn_long_rules.py SCORES.jsonl --artifact DIR [--budget-long 0.05] [--margin M]
+       [--pairs T/R[/M],... [--part dev]]
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from guardian.detectors.local.model import platt_probability
-from guardian.detectors.local.repetition import same_speaker_pairs
+from guardian.detectors.local.repetition import REPEAT_MARGIN, standing_pairs
 from guardian.detectors.local.reply_pair import dialogue_turn
 
 SHORT_BUDGET = {"dailydialog": 0.02, "sgd": 0.02, "calls": 0.05}
@@ -37,21 +41,28 @@ ORDINARY = ("dailydialog", "sgd", "calls")
 WINDOW = 10
 
 
-def pair_evidence(p: np.ndarray, speakers: list[str]) -> np.ndarray:
-    """Per turn: the best, over the same speaker's earlier turns within the window, of the lower score of
-    the two (what rule `two` compares with t_lo at that turn)."""
+def pair_evidence(p: np.ndarray, speakers: list[str], margin: float) -> tuple[np.ndarray, list[str | None]]:
+    """Per turn, as the detector reads the window of `WINDOW` turns ending there (`repetition.standing_pairs`):
+    the best lower score of a same-speaker pair standing `margin` above the other speakers' (what rule
+    `two` compares with t_lo), and that pair's speaker."""
     out = np.zeros(len(p))
-    for j, i in same_speaker_pairs(speakers, window=WINDOW):
-        out[i] = max(out[i], min(p[i], p[j]))
-    return out
+    who: list[str | None] = [None] * len(p)
+    for end in range(len(p)):
+        start = max(0, end + 1 - WINDOW)
+        for i, _, low in standing_pairs(p[start: end + 1], speakers[start: end + 1], window=WINDOW, margin=margin):
+            if low > out[end]:
+                out[end], who[end] = low, speakers[start + i]
+    return out, who
 
 
-def first_flag(r: dict, rule: str, t: float, t_lo: float) -> int | None:
-    """The first turn at which a window ending there is flagged, or None."""
-    hit = r["top"] >= t
-    if rule == "two":
-        hit = hit | (r["two"] >= t_lo)
-    return int(np.argmax(hit)) if hit.any() else None
+def first_flag(r: dict, rule: str, t: float, t_lo: float) -> tuple[int, str] | None:
+    """The first turn at which a window ending there is flagged, and who is blamed, or None."""
+    top = r["top"] >= t
+    hit = top | (r["two"] >= t_lo) if rule == "two" else top
+    if not hit.any():
+        return None
+    i = int(np.argmax(hit))
+    return i, (r["speakers"][i] if top[i] else r["two_by"][i])
 
 
 def joined(rows: list[dict], size: int = 5) -> list[dict]:
@@ -81,8 +92,11 @@ def main() -> None:
                         help="false-alarm budget of the joined ordinary conversations (dev)")
     parser.add_argument("--grid", type=int, default=120)
     parser.add_argument("--out", type=Path)
-    parser.add_argument("--pairs", default="", help="'T/R,T/R,...': print the test part's table for these "
-                                                     "(threshold, repeat threshold) pairs instead of choosing")
+    parser.add_argument("--margin", type=float, default=REPEAT_MARGIN,
+                        help="how far a speaker's pair must stand above the other speakers' (0: the rule before)")
+    parser.add_argument("--pairs", default="", help="'T/R[/M],...': print a table for these (threshold, repeat "
+                                                     "threshold[, margin]) choices instead of choosing")
+    parser.add_argument("--part", default="test", choices=("dev", "test"), help="with --pairs: the part shown")
     args = parser.parse_args()
     manifest = json.loads((args.artifact / "manifest.json").read_text())
     a, b = manifest["reply_pair"]["dialogue_platt"]
@@ -96,15 +110,15 @@ def main() -> None:
     rows += joined(ordinary)
     for r in rows:
         r["top"] = np.maximum(r["p"], r["scam"])
-        r["two"] = pair_evidence(r["p"], r["speakers"])
+        r["two"], r["two_by"] = pair_evidence(r["p"], r["speakers"], args.margin)
     grid = np.round(np.linspace(0.2, 0.98, args.grid), 4)
 
     def shares(rule: str, t: float, t_lo: float) -> dict[tuple, dict[str, float]]:
         cells: dict[tuple, list] = defaultdict(list)
         for r in rows:
-            i = first_flag(r, rule, t, t_lo)
+            hit = first_flag(r, rule, t, t_lo)
             cells[(r["set"], r["part"], r["label"])].append(
-                (i is not None, None if i is None or r["suspect"] is None else r["speakers"][i] == r["suspect"]))
+                (hit is not None, None if hit is None or r["suspect"] is None else hit[1] == r["suspect"]))
         out = {}
         for k, v in cells.items():
             named = [x for f, x in v if f and x is not None]
@@ -137,13 +151,19 @@ def main() -> None:
         return float((2 * tp / (2 * tp + fp + fn) + 2 * tn / (2 * tn + fn + fp)) / 2)
 
     if args.pairs:
-        wanted = [("dailydialog", "test", "benign"), ("dailydialog+long", "test", "benign"), ("sgd", "test", "benign"),
-                  ("calls", "test", "benign"), ("calls+long", "test", "benign"), ("calls", "test", "scam"),
-                  ("dialogue", "test", "manipulative"), ("dialogue", "test", "benign"),
-                  ("gaslighting", "eval", "manipulative"), ("gaslighting", "eval", "benign")]
-        print("| threshold / repeat | " + " | ".join("/".join(k) for k in wanted) + " | MentalManip test macro-F1 |")
+        part = args.part
+        wanted = [("dailydialog", part, "benign"), ("dailydialog+long", part, "benign"), ("sgd", part, "benign"),
+                  ("calls", part, "benign"), ("calls+long", part, "benign"), ("calls", part, "scam"),
+                  ("dialogue", part, "manipulative"), ("dialogue", part, "benign")]
+        if part == "test":
+            wanted += [("gaslighting", "eval", "manipulative"), ("gaslighting", "eval", "benign")]
+        print("| threshold / repeat / margin | " + " | ".join("/".join(k) for k in wanted)
+              + f" | MentalManip {part} macro-F1 |")
         for spec in args.pairs.split(","):
-            t, r = (float(v) for v in spec.split("/"))
+            t, r, *m = (float(v) for v in spec.split("/"))
+            margin = m[0] if m else args.margin
+            for row in rows:
+                row["two"], row["two_by"] = pair_evidence(row["p"], row["speakers"], margin)
             s = shares("two" if r < t else "any", t, r)
             cells = []
             for k in wanted:
@@ -152,7 +172,7 @@ def main() -> None:
                 if "suspect_named" in v and k[2] != "benign":
                     cell += f" / {100 * v['suspect_named']:.0f} %"
                 cells.append(cell)
-            print(f"| {t:.2f} / {r:.2f} | " + " | ".join(cells) + f" | {mm_macro_f1(s, 'test'):.3f} |")
+            print(f"| {t:.2f} / {r:.2f} / {margin:.2f} | " + " | ".join(cells) + f" | {mm_macro_f1(s, part):.3f} |")
         return
     candidates: list[tuple[str, float, float, float | None]] = [("any", t, t, None) for t in grid]
     candidates += [("any", t, t, args.budget_long) for t in grid]

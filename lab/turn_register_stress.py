@@ -14,7 +14,8 @@ turns has many more chances to fire. This replays the test part of each kind thr
 
 Prints JSON per set and style: the share flagged at some turn per sensitivity, and for manipulative
 sets who is named at the first flag. No training data is read; nothing here is tuned on its output.
-Usage: python lab/turn_register_stress.py --artifact DIR [--per-kind 120] [--out FILE]
+Usage: python lab/turn_register_stress.py --artifact DIR [--per-kind 120] [--long 40] [--styles clean,spoken,long]
+[--out FILE]
 """
 
 from __future__ import annotations
@@ -72,6 +73,8 @@ def main() -> None:
     parser.add_argument("--window", type=int, default=10)
     parser.add_argument("--per-kind", type=int, default=120, help="conversations per set and label (test part)")
     parser.add_argument("--part", default="test", help="which part of each corpus (dev: for choices)")
+    parser.add_argument("--long", type=int, default=40, help="long conversations per ordinary set at most")
+    parser.add_argument("--styles", default="clean,spoken,long", help="which replays (comma-separated)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     encoder = training_encoder()
@@ -105,9 +108,11 @@ def main() -> None:
             }
             if label in ("benign", "ordinary", "none", "fair") or stem in ("dailydialog", "sgd"):
                 pool = sorted((c for c in rows if c.label == label), key=lambda c: c.id)
-                groups = [pool[i: i + 5] for i in range(0, min(len(pool), 5 * 40), 5) if len(pool[i: i + 5]) == 5]
+                groups = [pool[i: i + 5] for i in range(0, min(len(pool), 5 * args.long), 5) if len(pool[i: i + 5]) == 5]
                 styles["long"] = [(joined(g), None) for g in groups]
             for style, items in styles.items():
+                if style not in args.styles.split(","):
+                    continue
                 named = [replay(c) for c, _ in items]
                 entry: dict[str, object] = {
                     "n": len(items),

@@ -9,6 +9,11 @@ conversation's suspicious turn is mostly a lone sharp remark. So at the quiet se
 flagged when it reaches the threshold on its own, or when it and another turn *by the same speaker*
 within the window both reach the lower repeat threshold. Both thresholds are chosen on the dev part
 (`calibration.calibrate`, docs/model-card.md "Long conversations").
+
+A quarrel is sharp on both sides; manipulation mostly on one. So a pair counts only when its lower
+score stands `REPEAT_MARGIN` above the best pair of any other speaker in the same window: two heated
+people cancel out, a gaslighter and the person pushing back do not (the pair head reads the pushback as
+harmless).
 """
 
 from __future__ import annotations
@@ -20,6 +25,10 @@ import numpy as np
 #: Turns apart within which two turns of one speaker count as a repetition: `[monitor] window`'s default,
 #: so that calibration (whole conversations) and a live replay (windows of 10) agree.
 REPEAT_WINDOW = 10
+#: How far a speaker's pair must stand above every other speaker's in the window. Chosen on the dev part
+#: (`lab/turn_long_rules.py --margins`): the smallest margin at which the dev false alarms (long everyday
+#: talks, heated-but-fair dialogues) are lowest, with no dev manipulative dialogue or scam call lost.
+REPEAT_MARGIN = 0.1
 
 
 def same_speaker_pairs(speakers: Sequence[str], *, window: int = REPEAT_WINDOW) -> list[tuple[int, int]]:
@@ -28,19 +37,42 @@ def same_speaker_pairs(speakers: Sequence[str], *, window: int = REPEAT_WINDOW) 
             if speakers[i] == speakers[j]]
 
 
+def standing_pairs(scores: np.ndarray, speakers: Sequence[str], *, window: int = REPEAT_WINDOW,
+                   margin: float = REPEAT_MARGIN) -> list[tuple[int, int, float]]:
+    """(i, j, lower score) of the same-speaker pairs whose lower score is at least `margin` above the
+    lower score of every pair by another speaker in `scores` (the window being assessed); every pair
+    when `margin` <= 0 (the rule as first shipped)."""
+    values = np.asarray(scores, dtype=np.float64)
+    pairs = [(i, j, float(min(values[i], values[j]))) for i, j in same_speaker_pairs(speakers, window=window)]
+    if margin <= 0:
+        return pairs
+    best: dict[str, float] = {}
+    for i, _, low in pairs:
+        best[speakers[i]] = max(best.get(speakers[i], 0.0), low)
+    return [(i, j, low) for i, j, low in pairs
+            if all(low - other >= margin - 1e-9 for who, other in best.items() if who != speakers[i])]
+
+
 def repeated_turns(scores: np.ndarray, speakers: Sequence[str], floor: float | None, *,
-                   window: int = REPEAT_WINDOW) -> set[int]:
+                   window: int = REPEAT_WINDOW, margin: float = REPEAT_MARGIN) -> set[int]:
     """Turns at or over `floor` with another turn of the same speaker at or over it fewer than `window`
-    turns away (both are returned). None: the rule is off."""
+    turns away, the pair standing `margin` above any other speaker's (both turns are returned). None:
+    the rule is off."""
     if floor is None:
         return set()
-    over = np.asarray(scores) >= floor
-    return {k for i, j in same_speaker_pairs(speakers, window=window) if over[i] and over[j] for k in (i, j)}
+    return {k for i, j, low in standing_pairs(scores, speakers, window=window, margin=margin) if low >= floor
+            for k in (i, j)}
 
 
-def repeat_evidence(scores: np.ndarray, speakers: Sequence[str], *, window: int = REPEAT_WINDOW) -> float:
-    """The highest repeat threshold at which `repeated_turns` finds a pair: over pairs of one speaker's
-    turns fewer than `window` apart, the best lower score of the two (0 when the speaker never repeats)."""
+def repeat_evidence(scores: np.ndarray, speakers: Sequence[str], *, window: int = REPEAT_WINDOW,
+                    margin: float = REPEAT_MARGIN) -> float:
+    """The highest repeat threshold at which a live replay (windows of `window` turns ending at each
+    turn) meets `repeated_turns`' pair at some turn: the best lower score of a standing pair over those
+    windows (0 when no speaker repeats). This is what calibration reads of a whole dev conversation."""
     values = np.asarray(scores, dtype=np.float64)
-    return max((float(min(values[i], values[j])) for i, j in same_speaker_pairs(speakers, window=window)),
-               default=0.0)
+    if margin <= 0:  # every pair fewer than `window` turns apart lies in some window: no need to slide
+        return max((low for _, _, low in standing_pairs(values, speakers, window=window, margin=margin)),
+                   default=0.0)
+    return max((low for end in range(len(values)) for start in [max(0, end + 1 - window)]
+                for _, _, low in standing_pairs(values[start: end + 1], speakers[start: end + 1],
+                                                window=window, margin=margin)), default=0.0)
