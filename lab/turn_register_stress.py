@@ -4,17 +4,18 @@ Every conversation we hold is written: LLM-written calls with full punctuation, 
 turns, SGD's task chats. Real telephone corpora and many call transcripts read otherwise: lower case,
 little punctuation, fillers ("uh", "you know"), repeated words, and the other side's backchannels
 ("uh-huh", "yeah") as turns of their own; a real call also runs to 40-100+ turns, where a maximum over
-turns has many more chances to fire. This replays the test part of each kind three ways, as
+turns has many more chances to fire. This replays the test part of each kind four ways, as
 `guardian watch` would (window 10, every prefix):
 
 - `clean`: as held;
 - `spoken`: the same words re-written in a transcript's register (`spoken`, deterministic per id);
 - `long` (ordinary kinds only): five test conversations of the kind joined into one call between the
-  same two people, 40-100 turns.
+  same two people, 40-100 turns;
+- `spoken_long`: the long ones, each part spoken (what a real phone transcript looks like).
 
 Prints JSON per set and style: the share flagged at some turn per sensitivity, and for manipulative
 sets who is named at the first flag. No training data is read; nothing here is tuned on its output.
-Usage: python lab/turn_register_stress.py --artifact DIR [--per-kind 120] [--long 40] [--styles clean,spoken,long]
+Usage: python lab/turn_register_stress.py --artifact DIR [--per-kind 120] [--long 40] [--styles clean,spoken,long,spoken_long]
 [--out FILE]
 """
 
@@ -57,14 +58,15 @@ def spoken_conversation(c: Conversation, *, seed: int) -> Conversation:
     return Conversation.from_pairs(pairs, id=c.id)
 
 
-def joined(convs: Sequence[LabelledConversation]) -> Conversation:
+def joined(convs: Sequence[LabelledConversation | Conversation]) -> Conversation:
     """One long call: the conversations in turn, each one's first speaker as `A`, the other as `B`."""
     pairs: list[tuple[str, str]] = []
-    for lc in convs:
-        speakers = list(dict.fromkeys(t.speaker for t in lc.conversation.turns))
+    for one in convs:
+        c = one.conversation if isinstance(one, LabelledConversation) else one
+        speakers = list(dict.fromkeys(t.speaker for t in c.turns))
         names = {s: ("A" if i == 0 else "B") for i, s in enumerate(speakers)}
-        pairs.extend((names[t.speaker], t.text) for t in lc.conversation.turns)
-    return Conversation.from_pairs(pairs, id="+".join(lc.id for lc in convs))
+        pairs.extend((names[t.speaker], t.text) for t in c.turns)
+    return Conversation.from_pairs(pairs, id="+".join(one.id for one in convs))
 
 
 def main() -> None:
@@ -74,7 +76,7 @@ def main() -> None:
     parser.add_argument("--per-kind", type=int, default=120, help="conversations per set and label (test part)")
     parser.add_argument("--part", default="test", help="which part of each corpus (dev: for choices)")
     parser.add_argument("--long", type=int, default=40, help="long conversations per ordinary set at most")
-    parser.add_argument("--styles", default="clean,spoken,long", help="which replays (comma-separated)")
+    parser.add_argument("--styles", default="clean,spoken,long,spoken_long", help="which replays (comma-separated)")
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     encoder = training_encoder()
@@ -110,6 +112,10 @@ def main() -> None:
                 pool = sorted((c for c in rows if c.label == label), key=lambda c: c.id)
                 groups = [pool[i: i + 5] for i in range(0, min(len(pool), 5 * args.long), 5) if len(pool[i: i + 5]) == 5]
                 styles["long"] = [(joined(g), None) for g in groups]
+                # A real call is long *and* spoken: the same groups, each conversation as `spoken` writes it.
+                styles["spoken_long"] = [
+                    (joined([spoken_conversation(c.conversation, seed=5 * k + j) for j, c in enumerate(g)]), None)
+                    for k, g in enumerate(groups)]
             for style, items in styles.items():
                 if style not in args.styles.split(","):
                     continue

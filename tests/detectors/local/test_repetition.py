@@ -9,6 +9,7 @@ from guardian.detectors.local.repetition import (
     REPEAT_WINDOW,
     repeat_evidence,
     repeated_turns,
+    standing_pairs,
 )
 
 
@@ -25,9 +26,8 @@ def test_one_suspicious_turn_or_two_speakers_is_not_a_repetition() -> None:
     # Over the floor, but said by different people: a quarrel, not a pattern of one speaker.
     assert repeated_turns(np.array([0.9, 0.8, 0.1, 0.1]), speakers, 0.4) == set()
     assert repeat_evidence(np.array([0.9, 0.8, 0.1, 0.1]), speakers, margin=0.0) == 0.1
-    # In one window both pairs sit at .1 and neither stands out; in a replay, A's pair is met at turn 2,
-    # before B repeats, so it is A's evidence.
-    assert repeated_turns(np.array([0.9, 0.8, 0.1, 0.1]), speakers, 0.05) == set()
+    # Over a floor of .05, A repeats first (turn 2); B's pair at the same level is an answer in kind.
+    assert repeated_turns(np.array([0.9, 0.8, 0.1, 0.1]), speakers, 0.05) == {0, 2}
     assert repeat_evidence(np.array([0.9, 0.8, 0.1, 0.1]), speakers) == 0.1
 
 
@@ -43,27 +43,29 @@ def test_turns_a_window_apart_do_not_pair_and_none_turns_the_rule_off() -> None:
     assert repeat_evidence(scores, speakers) == 0.9
 
 
-def test_a_quarrel_cancels_out_and_a_one_sided_pattern_does_not() -> None:
-    """Both speakers sharp twice: no pair stands `REPEAT_MARGIN` above the other's, nothing counts. The
-    other side calm (or pushing back mildly): the pattern counts."""
+def test_the_one_who_answers_in_kind_is_not_blamed() -> None:
+    """A is sharp twice, then B answers twice as sharply (within `REPEAT_MARGIN`): only A's pair counts.
+    B sharper by the margin or more: B's pair counts too. Without a margin, every pair counts."""
     speakers = ["A", "B", "A", "B"]
-    quarrel = np.array([0.6, 0.55, 0.5, 0.6])  # A's pair .5, B's .55
-    assert repeated_turns(quarrel, speakers, 0.4) == set()
-    assert repeated_turns(quarrel, speakers, 0.4, margin=0.0) == {0, 1, 2, 3}
-    one_sided = np.array([0.6, 0.2, 0.5, 0.5 - REPEAT_MARGIN])  # B's pair exactly the margin under A's
-    assert repeated_turns(one_sided, speakers, 0.4) == {0, 2}
-    assert repeat_evidence(one_sided, speakers) == 0.5
+    in_kind = np.array([0.6, 0.55, 0.5, 0.58])  # A's pair .5 by turn 2; B's .55 at turn 3
+    assert repeated_turns(in_kind, speakers, 0.4) == {0, 2}
+    assert repeated_turns(in_kind, speakers, 0.4, margin=0.0) == {0, 1, 2, 3}
+    sharper = np.array([0.6, 0.5 + REPEAT_MARGIN, 0.5, 0.8])
+    assert repeated_turns(sharper, speakers, 0.4) == {0, 1, 2, 3}
+    assert repeat_evidence(in_kind, speakers) == 0.5
 
 
-def test_evidence_reads_each_window_as_a_live_replay_does() -> None:
-    """A's pair early and B's pair more than a window later never share a window: in the replay A's pair
-    stands alone when it is said, so calibration must count it (a whole-conversation comparison would
-    cancel it)."""
-    n = REPEAT_WINDOW + 6
-    scores, speakers = np.full(n, 0.1), ["A" if k % 2 == 0 else "B" for k in range(n)]
-    scores[[0, 2]] = 0.6
-    scores[[n - 3, n - 1]] = 0.6
-    assert {speakers[n - 1], speakers[0]} == {"A", "B"}
-    assert repeated_turns(scores, speakers, 0.4) == set()  # one window of everything: the two cancel
-    assert repeated_turns(scores[:REPEAT_WINDOW], speakers[:REPEAT_WINDOW], 0.4) == {0, 2}
-    assert repeat_evidence(scores, speakers) == 0.6
+def test_a_pair_stands_or_not_alike_in_a_live_window_and_in_a_whole_transcript() -> None:
+    """What calibration reads of a whole conversation is what a live window of `REPEAT_WINDOW` turns
+    ending at the pair's second turn sees: the rule does not depend on how long the window is."""
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        n = int(rng.integers(4, 40))
+        scores = rng.random(n)
+        speakers = [str(s) for s in rng.choice(["A", "B", "C"], size=n, p=[0.45, 0.45, 0.1])]
+        whole = {(i, j) for i, j, _ in standing_pairs(scores, speakers)}
+        for j in range(n):
+            start = max(0, j + 1 - REPEAT_WINDOW)
+            live = {(start + i, start + k) for i, k, _ in standing_pairs(scores[start: j + 1], speakers[start: j + 1])
+                    if start + k == j}
+            assert live == {p for p in whole if p[1] == j}

@@ -10,10 +10,12 @@ flagged when it reaches the threshold on its own, or when it and another turn *b
 within the window both reach the lower repeat threshold. Both thresholds are chosen on the dev part
 (`calibration.calibrate`, docs/model-card.md "Long conversations").
 
-A quarrel is sharp on both sides; manipulation mostly on one. So a pair counts only when its lower
-score stands `REPEAT_MARGIN` above the best pair of any other speaker in the same window: two heated
-people cancel out, a gaslighter and the person pushing back do not (the pair head reads the pushback as
-harmless).
+Someone who answers in kind is not the one to blame: a pair counts only when its lower score stands
+`REPEAT_MARGIN` above every pair the other side completed in the `REPEAT_WINDOW` turns up to it. So
+the person pushing back twice, as sharply, after a gaslighter's second jab is not named; the first to
+repeat is. (A whole-window comparison was measured first and dropped: in a long window one quarrel
+cancelled every pair, so the rule depended on the window's length, and MentalManip's heated
+manipulators went unflagged.)
 """
 
 from __future__ import annotations
@@ -25,9 +27,10 @@ import numpy as np
 #: Turns apart within which two turns of one speaker count as a repetition: `[monitor] window`'s default,
 #: so that calibration (whole conversations) and a live replay (windows of 10) agree.
 REPEAT_WINDOW = 10
-#: How far a speaker's pair must stand above every other speaker's in the window. Chosen on the dev part
-#: (`lab/turn_long_rules.py --margins`): the smallest margin at which the dev false alarms (long everyday
-#: talks, heated-but-fair dialogues) are lowest, with no dev manipulative dialogue or scam call lost.
+#: How far a speaker's pair must stand above the other side's earlier pairs. Chosen on the dev part
+#: (`lab/turn_long_rules.py --pairs .90/.30/M,... --part dev`): the smallest margin at which the dev false
+#: alarms (heated-but-fair dialogues, everyday talk) are lowest, with no dev manipulative dialogue or
+#: scam call lost.
 REPEAT_MARGIN = 0.1
 
 
@@ -39,18 +42,17 @@ def same_speaker_pairs(speakers: Sequence[str], *, window: int = REPEAT_WINDOW) 
 
 def standing_pairs(scores: np.ndarray, speakers: Sequence[str], *, window: int = REPEAT_WINDOW,
                    margin: float = REPEAT_MARGIN) -> list[tuple[int, int, float]]:
-    """(i, j, lower score) of the same-speaker pairs whose lower score is at least `margin` above the
-    lower score of every pair by another speaker in `scores` (the window being assessed); every pair
-    when `margin` <= 0 (the rule as first shipped)."""
+    """(i, j, lower score) of the same-speaker pairs whose lower score is at least `margin` above the lower
+    score of every pair another speaker completed among the `window` turns ending at j (what the other
+    side had said by then; the same in a live window and a whole transcript); every pair when `margin`
+    <= 0 (the rule as first shipped)."""
     values = np.asarray(scores, dtype=np.float64)
     pairs = [(i, j, float(min(values[i], values[j]))) for i, j in same_speaker_pairs(speakers, window=window)]
     if margin <= 0:
         return pairs
-    best: dict[str, float] = {}
-    for i, _, low in pairs:
-        best[speakers[i]] = max(best.get(speakers[i], 0.0), low)
     return [(i, j, low) for i, j, low in pairs
-            if all(low - other >= margin - 1e-9 for who, other in best.items() if who != speakers[i])]
+            if all(low - other >= margin - 1e-9 for k, l_, other in pairs
+                   if speakers[k] != speakers[i] and l_ <= j and k > j - window)]
 
 
 def repeated_turns(scores: np.ndarray, speakers: Sequence[str], floor: float | None, *,
@@ -66,9 +68,11 @@ def repeated_turns(scores: np.ndarray, speakers: Sequence[str], floor: float | N
 
 def repeat_evidence(scores: np.ndarray, speakers: Sequence[str], *, window: int = REPEAT_WINDOW,
                     margin: float = REPEAT_MARGIN) -> float:
-    """The highest repeat threshold at which a live replay (windows of `window` turns ending at each
-    turn) meets `repeated_turns`' pair at some turn: the best lower score of a standing pair over those
-    windows (0 when no speaker repeats). This is what calibration reads of a whole dev conversation."""
+    """The highest repeat threshold at which a live replay (windows of `window` turns ending at each turn,
+    as `guardian watch` assesses them) meets a standing pair: the best lower score over those windows (0
+    when no speaker repeats). What calibration reads of a whole dev conversation. A pair stands or not by
+    the turns up to its second one; in a later window the other side's earlier turns may have slid out,
+    and it can stand there, so the windows are read one by one."""
     values = np.asarray(scores, dtype=np.float64)
     if margin <= 0:  # every pair fewer than `window` turns apart lies in some window: no need to slide
         return max((low for _, _, low in standing_pairs(values, speakers, window=window, margin=margin)),
