@@ -291,3 +291,29 @@ def test_long_everyday_conversations_stay_quiet(shipped: LocalModelDetector) -> 
             turns += [("A" if t.speaker == first else "B", t.text) for t in c.conversation.turns]
         flagged += any(a.decision for a in replay(shipped, Conversation.from_pairs(turns)))
     assert flagged <= 2, flagged
+
+
+def test_a_turn_in_a_transcripts_register_is_read_by_the_spoken_head(shipped: LocalModelDetector) -> None:
+    """The same words written and as a transcript writes them: the written turn is read by the written pair
+    head, the transcribed one by the head trained on both registers (`register`); the network's half is the
+    network's either way."""
+    from guardian.detectors.local.reply_pair import dialogue_turn, reply_pairs
+
+    model = shipped.model()
+    if model.reply_pair_spoken is None:
+        pytest.skip("the shipped artifact has no spoken head")
+    conversation = Conversation.from_pairs([
+        ("Maya", "Did you move my keys?"),
+        ("Daniel", "You probably lost them again. You're always so scattered lately."),
+        ("Maya", "i'm sure i left them right here"),
+        ("Daniel", "you probably lost them again you're always so scattered lately"),
+    ])
+    scored = shipped.score_windows([conversation])[0]
+    network = model.score(scored.features).manipulation
+    pairs = reply_pairs(conversation.turns)
+    assert model.reply_pair is not None
+    written = dialogue_turn(model.reply_pair.dialogue_probability([pairs[1]]), network[[1]])
+    said = dialogue_turn(model.reply_pair_spoken.dialogue_probability([pairs[3]]), network[[3]])
+    np.testing.assert_allclose(scored.scores.manipulation[[1, 3]], [written[0], said[0]], rtol=1e-5)
+    other = dialogue_turn(model.reply_pair.dialogue_probability([pairs[3]]), network[[3]])
+    assert abs(float(other[0]) - float(said[0])) > 1e-4  # the two heads do differ on it

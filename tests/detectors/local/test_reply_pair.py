@@ -110,13 +110,18 @@ def test_a_trained_head_is_stored_with_the_model_and_checked(tmp_path: Path, mon
     model = TurnModel(w1=rng.normal(size=(8, 4)).astype(np.float32), b1=np.zeros(4, np.float32),
                       w2=rng.normal(size=(4, 18)).astype(np.float32), b2=np.zeros(18, np.float32),
                       manip_platt=(1.0, 0.0), scam_platt=(1.0, 0.0), thresholds={"medium": 0.5}, scam_threshold=0.5,
-                      reply_pair=ReplyPairHead(classifier=trained, platt=(2.0, -0.5), dialogue_platt=(1.5, -3.0)))
+                      reply_pair=ReplyPairHead(classifier=trained, platt=(2.0, -0.5), dialogue_platt=(1.5, -3.0)),
+                      reply_pair_spoken=ReplyPairHead(classifier=trained, platt=(1.0, 0.0), dialogue_platt=(0.5, -1.0)))
     folder = model.save(tmp_path / "m")
     manifest = json.loads((folder / "manifest.json").read_text(encoding="utf-8"))
     assert manifest["reply_pair"] == {"file": "reply_pair.npz", "platt": [2.0, -0.5], "dialogue_platt": [1.5, -3.0]}
+    assert manifest["reply_pair_spoken"] == {"file": "reply_pair_spoken.npz", "platt": [1.0, 0.0],
+                                             "dialogue_platt": [0.5, -1.0]}
     again = TurnModel.load(folder)
     assert again.reply_pair is not None and again.reply_pair.platt == (2.0, -0.5)
     assert again.reply_pair.dialogue_platt == (1.5, -3.0)
+    assert again.reply_pair_spoken is not None and again.reply_pair_spoken.dialogue_platt == (0.5, -1.0)
+    assert np.allclose(again.reply_pair_spoken.logits(pairs[:2]), again.reply_pair.logits(pairs[:2]))
     z = again.reply_pair.logits(pairs[:3] + pairs[-3:])
     p = again.reply_pair.probability(pairs[:3] + pairs[-3:])
     np.testing.assert_allclose(p, 1 / (1 + np.exp(-(2.0 * z - 0.5))), rtol=1e-5)
@@ -124,9 +129,12 @@ def test_a_trained_head_is_stored_with_the_model_and_checked(tmp_path: Path, mon
     np.testing.assert_allclose(outside, 1 / (1 + np.exp(-(1.5 * z - 3.0))), rtol=1e-5)
     # Answered from the cache the second time, with the same values.
     np.testing.assert_array_equal(again.reply_pair.logits(pairs[:3] + pairs[-3:]), z)
-    (folder / "reply_pair.npz").write_bytes(b"edited")
-    with pytest.raises(ArtifactError, match="checksum"):
-        TurnModel.load(folder)
+    for name in ("reply_pair.npz", "reply_pair_spoken.npz"):
+        kept = (folder / name).read_bytes()
+        (folder / name).write_bytes(b"edited")
+        with pytest.raises(ArtifactError, match=f"{name} does not match its checksum"):
+            TurnModel.load(folder)
+        (folder / name).write_bytes(kept)
 
 
 #: The hand-written evaluation replies (never trained on): 10 plainly manipulative, 10 benign.

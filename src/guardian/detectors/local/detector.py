@@ -42,6 +42,7 @@ from guardian.detectors.local.model import (
     TurnModel,
     TurnScores,
 )
+from guardian.detectors.local.register import spoken_register
 from guardian.detectors.local.repetition import repeated_turns
 from guardian.detectors.local.reply_pair import (
     chatbot_reply,
@@ -316,7 +317,18 @@ class LocalModelDetector(Detector):
         head = model.reply_pair
         if self._kind == "assistant" or head is None or head.dialogue_platt is None or not pairs:
             return None
-        return dialogue_turn(head.dialogue_probability(pairs), network)
+        spoken = model.reply_pair_spoken
+        if spoken is None or spoken.dialogue_platt is None:
+            return dialogue_turn(head.dialogue_probability(pairs), network)
+        # A turn in a speech transcript's register is read by the head trained on both registers (`register`).
+        register = [spoken_register(turn) for turn, _ in pairs]
+        said = [i for i, is_spoken in enumerate(register) if is_spoken]
+        written = [i for i, is_spoken in enumerate(register) if not is_spoken]
+        read = np.zeros(len(pairs), np.float32)
+        for rows, reader in ((said, spoken), (written, head)):
+            if rows:
+                read[rows] = reader.dialogue_probability([pairs[i] for i in rows])
+        return dialogue_turn(read, network)
 
     def _assess(
         self, window: Conversation, scored: _Scored, threshold: float, model: TurnModel | None = None,

@@ -17,7 +17,8 @@ one turn only reached technique micro-F1 .32 on dev, the window head .46
 
 Stored as `weights.npz` (arrays), `manifest.json` (thresholds, metrics, data
 hash, checksums) and, when trained with one, the fine-tuned reply head's
-`reply_pair.npz` (`reply_pair`), never a pickle.
+`reply_pair.npz` (`reply_pair`) and its two-register twin `reply_pair_spoken.npz`
+(`register`), never a pickle.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from guardian.detectors.local.reply_pair import ReplyPairHead
+from guardian.detectors.local.reply_pair import SPOKEN_PAIR_FILE, ReplyPairHead
 from guardian.taxonomy import Technique, Vulnerability
 
 #: Column order of the technique and vulnerability heads (and of the training labels).
@@ -118,6 +119,10 @@ class TurnModel:
     #: answers with `reply_w`, in other conversations (with its dialogue scale) with the network (the
     #: detector reads it, `score` does not: it needs the texts).
     reply_pair: ReplyPairHead | None = None
+    #: The same head trained on written turns and their copies as a speech transcript writes them
+    #: (`augment.spoken`), when the artifact has one: outside chatbot threads it reads the turns in that
+    #: register (`register.spoken_register`) in `reply_pair`'s place.
+    reply_pair_spoken: ReplyPairHead | None = None
 
     def threshold(self, sensitivity: str) -> float:
         if sensitivity not in SENSITIVITIES:
@@ -193,12 +198,15 @@ class TurnModel:
         np.savez(directory / WEIGHTS, w1=self.w1.astype(np.float16), b1=self.b1, w2=self.w2, b2=self.b2, **labels)
         checksums = {WEIGHTS: hashlib.sha256((directory / WEIGHTS).read_bytes()).hexdigest()}
         pair: dict[str, Any] = {}
-        if self.reply_pair is not None:
-            saved = self.reply_pair.save(directory)
+        for key, head, file in (("reply_pair", self.reply_pair, None),
+                                ("reply_pair_spoken", self.reply_pair_spoken, SPOKEN_PAIR_FILE)):
+            if head is None:
+                continue
+            saved = head.save(directory) if file is None else head.save(directory, file=file)
             checksums[saved.name] = hashlib.sha256(saved.read_bytes()).hexdigest()
-            pair = {"reply_pair": {"file": saved.name, "platt": list(self.reply_pair.platt)}}
-            if self.reply_pair.dialogue_platt is not None:
-                pair["reply_pair"]["dialogue_platt"] = list(self.reply_pair.dialogue_platt)
+            pair[key] = {"file": saved.name, "platt": list(head.platt)}
+            if head.dialogue_platt is not None:
+                pair[key]["dialogue_platt"] = list(head.dialogue_platt)
         manifest = {
             "format": FORMAT,
             "manip_platt": list(self.manip_platt),
@@ -234,20 +242,7 @@ class TurnModel:
             raise ArtifactError(f"{WEIGHTS} missing in {directory}") from None
         if digest != manifest.get("sha256", {}).get(WEIGHTS):
             raise ArtifactError(f"{WEIGHTS} does not match its checksum (a partial copy or an edit)")
-        reply_pair = None
-        if "reply_pair" in manifest:
-            entry = manifest["reply_pair"]
-            path = directory / str(entry.get("file", ""))
-            try:
-                pair_digest = hashlib.sha256(path.read_bytes()).hexdigest()
-            except OSError:
-                raise ArtifactError(f"{path.name} missing in {directory}") from None
-            if pair_digest != manifest.get("sha256", {}).get(path.name):
-                raise ArtifactError(f"{path.name} does not match its checksum (a partial copy or an edit)")
-            a, b = entry["platt"]
-            scale = entry.get("dialogue_platt")
-            reply_pair = ReplyPairHead(path=path, platt=(float(a), float(b)),
-                                       dialogue_platt=None if scale is None else (float(scale[0]), float(scale[1])))
+        reply_pair, reply_pair_spoken = (_pair_head(directory, manifest, key) for key in ("reply_pair", "reply_pair_spoken"))
         with np.load(weights, allow_pickle=False) as npz:
             arrays = {k: np.asarray(npz[k], dtype=np.float32) for k in ("w1", "b1", "w2", "b2")}
             label_arrays = {k: np.asarray(npz[k], dtype=np.float32)
@@ -265,8 +260,27 @@ class TurnModel:
             info=dict(manifest.get("info", {})),
             context=bool(manifest.get("context", False)),
             reply_pair=reply_pair,
+            reply_pair_spoken=reply_pair_spoken,
             **label_arrays,
         )
+
+
+def _pair_head(directory: Path, manifest: dict[str, Any], key: str) -> ReplyPairHead | None:
+    """The pair head the manifest lists under `key`, its file checked against the manifest's checksum."""
+    if key not in manifest:
+        return None
+    entry = manifest[key]
+    path = directory / str(entry.get("file", ""))
+    try:
+        digest = hashlib.sha256(path.read_bytes()).hexdigest()
+    except OSError:
+        raise ArtifactError(f"{path.name} missing in {directory}") from None
+    if digest != manifest.get("sha256", {}).get(path.name):
+        raise ArtifactError(f"{path.name} does not match its checksum (a partial copy or an edit)")
+    a, b = entry["platt"]
+    scale = entry.get("dialogue_platt")
+    return ReplyPairHead(path=path, platt=(float(a), float(b)),
+                         dialogue_platt=None if scale is None else (float(scale[0]), float(scale[1])))
 
 
 def window_pool(hidden: np.ndarray, manip_logits: np.ndarray) -> np.ndarray:

@@ -31,6 +31,8 @@ from guardian.conversation import Turn
 from guardian.encoding.pair_classifier import PairClassifier
 
 REPLY_PAIR_FILE = "reply_pair.npz"
+#: The pair head that reads turns in a speech transcript's register (`register.spoken_register`).
+SPOKEN_PAIR_FILE = "reply_pair_spoken.npz"
 #: The classifier's two classes, in head order: the margin between them is the reply logit.
 CLASSES = ("benign", "manipulative")
 #: The second segment of a thread's first turn (nothing before it), as the intent model's.
@@ -143,7 +145,7 @@ class ReplyPairHead:
         a, b = platt or self.platt
         return np.asarray(1.0 / (1.0 + np.exp(-(a * np.asarray(logits, np.float64) + b))), dtype=np.float32)
 
-    def save(self, directory: Path) -> Path:
-        """The classifier as `reply_pair.npz` in `directory` (int8 layers); the Platt scale goes in the manifest."""
-        self.classifier.save(directory, file=REPLY_PAIR_FILE, int8=True)
-        return directory / REPLY_PAIR_FILE
+    def save(self, directory: Path, *, file: str = REPLY_PAIR_FILE) -> Path:
+        """The classifier as `file` in `directory` (int8 layers); the Platt scale goes in the manifest."""
+        self.classifier.save(directory, file=file, int8=True)
+        return directory / file
