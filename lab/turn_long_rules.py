@@ -33,26 +33,21 @@ from pathlib import Path
 import numpy as np
 
 from guardian.detectors.local.model import platt_probability
-from guardian.detectors.local.repetition import REPEAT_MARGIN, standing_pairs
+from guardian.detectors.local.repetition import REPEAT_MARGIN, REPEAT_WINDOW, window_evidence
 from guardian.detectors.local.reply_pair import dialogue_turn
 
 SHORT_BUDGET = {"dailydialog": 0.02, "sgd": 0.02, "calls": 0.05}
 ORDINARY = ("dailydialog", "sgd", "calls")
-WINDOW = 10
+WINDOW = REPEAT_WINDOW  # the replay's window, as `guardian watch` and the rule read it
 
 
 def pair_evidence(p: np.ndarray, speakers: list[str], margin: float) -> tuple[np.ndarray, list[str | None]]:
-    """Per turn, as the detector reads the window of `WINDOW` turns ending there (`repetition.standing_pairs`):
+    """Per turn, as the detector reads the window of `WINDOW` turns ending there (`repetition.window_evidence`):
     the best lower score of a same-speaker pair standing `margin` above the other speakers' (what rule
     `two` compares with t_lo), and that pair's speaker."""
-    out = np.zeros(len(p))
-    who: list[str | None] = [None] * len(p)
-    for end in range(len(p)):
-        start = max(0, end + 1 - WINDOW)
-        for i, _, low in standing_pairs(p[start: end + 1], speakers[start: end + 1], window=WINDOW, margin=margin):
-            if low > out[end]:
-                out[end], who[end] = low, speakers[start + i]
-    return out, who
+    evidence = window_evidence(p, speakers, window=WINDOW, margin=margin)
+    return (np.array([low for low, _ in evidence]),
+            [None if first is None else speakers[first] for _, first in evidence])
 
 
 def first_flag(r: dict, rule: str, t: float, t_lo: float) -> tuple[int, str] | None:

@@ -27,7 +27,7 @@ from typing import Any
 from guardian.corpora.datasets import file_sha256
 from guardian.detectors.local.calibration import calibrate
 from guardian.detectors.local.corpus import load_corpus
-from guardian.detectors.local.model import TurnModel
+from guardian.detectors.local.model import MANIP, TurnModel
 from guardian.detectors.local.reply import fit_reply_head
 from guardian.detectors.local.train import training_files
 
@@ -80,9 +80,9 @@ def main() -> None:
 
         bar = tqdm_progress("reply head")
         recipe = dataclasses.replace(PAIR_CONFIG, head_lr=args.head_lr) if args.head_lr else PAIR_CONFIG
-        network = model  # the ordinary turns it scores highest are the hard negatives (`--hard`)
+        # The ordinary turns the network scores highest are the hard negatives (`--hard`).
         model.reply_pair, fitted = fit_reply_pair(corpus, config=recipe, spoken_share=args.spoken, hard=args.hard,
-                                                  hardness=lambda x: network.logits(x)[:, 0],
+                                                  hardness=lambda x: model.logits(x)[:, MANIP],
                                                   progress=lambda step, total: bar("fine-tuning", step, total))
     else:
         fitted = fit_reply_head(model, corpus, c=float(config.get("reply_c", 1.0)), seed=int(config.get("seed", 17)))

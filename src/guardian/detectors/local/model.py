@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from guardian.detectors.local.reply_pair import SPOKEN_PAIR_FILE, ReplyPairHead
+from guardian.detectors.local.reply_pair import REPLY_PAIR_FILE, SPOKEN_PAIR_FILE, ReplyPairHead
 from guardian.taxonomy import Technique, Vulnerability
 
 #: Column order of the technique and vulnerability heads (and of the training labels).
@@ -198,11 +198,11 @@ class TurnModel:
         np.savez(directory / WEIGHTS, w1=self.w1.astype(np.float16), b1=self.b1, w2=self.w2, b2=self.b2, **labels)
         checksums = {WEIGHTS: hashlib.sha256((directory / WEIGHTS).read_bytes()).hexdigest()}
         pair: dict[str, Any] = {}
-        for key, head, file in (("reply_pair", self.reply_pair, None),
+        for key, head, file in (("reply_pair", self.reply_pair, REPLY_PAIR_FILE),
                                 ("reply_pair_spoken", self.reply_pair_spoken, SPOKEN_PAIR_FILE)):
             if head is None:
                 continue
-            saved = head.save(directory) if file is None else head.save(directory, file=file)
+            saved = head.save(directory, file=file)
             checksums[saved.name] = hashlib.sha256(saved.read_bytes()).hexdigest()
             pair[key] = {"file": saved.name, "platt": list(head.platt)}
             if head.dialogue_platt is not None:

@@ -66,17 +66,27 @@ def repeated_turns(scores: np.ndarray, speakers: Sequence[str], floor: float | N
             for k in (i, j)}
 
 
+def window_evidence(scores: np.ndarray, speakers: Sequence[str], *, window: int = REPEAT_WINDOW,
+                    margin: float = REPEAT_MARGIN) -> list[tuple[float, int | None]]:
+    """Per turn, what a live replay's window of `window` turns ending there (as `guardian watch` assesses
+    it) holds: the best lower score of a standing pair, and that pair's first turn ((0.0, None) when none).
+    A pair stands or not by the turns up to its second one; in a later window the other side's earlier
+    turns may have slid out and it can stand there, so each window is read on its own."""
+    values = np.asarray(scores, dtype=np.float64)
+    out: list[tuple[float, int | None]] = []
+    for end in range(len(values)):
+        start = max(0, end + 1 - window)
+        best: tuple[float, int | None] = (0.0, None)
+        for i, _, low in standing_pairs(values[start: end + 1], speakers[start: end + 1], window=window,
+                                        margin=margin):
+            if low > best[0]:
+                best = (low, start + i)
+        out.append(best)
+    return out
+
+
 def repeat_evidence(scores: np.ndarray, speakers: Sequence[str], *, window: int = REPEAT_WINDOW,
                     margin: float = REPEAT_MARGIN) -> float:
-    """The highest repeat threshold at which a live replay (windows of `window` turns ending at each turn,
-    as `guardian watch` assesses them) meets a standing pair: the best lower score over those windows (0
-    when no speaker repeats). What calibration reads of a whole dev conversation. A pair stands or not by
-    the turns up to its second one; in a later window the other side's earlier turns may have slid out,
-    and it can stand there, so the windows are read one by one."""
-    values = np.asarray(scores, dtype=np.float64)
-    if margin <= 0:  # every pair fewer than `window` turns apart lies in some window: no need to slide
-        return max((low for _, _, low in standing_pairs(values, speakers, window=window, margin=margin)),
-                   default=0.0)
-    return max((low for end in range(len(values)) for start in [max(0, end + 1 - window)]
-                for _, _, low in standing_pairs(values[start: end + 1], speakers[start: end + 1],
-                                                window=window, margin=margin)), default=0.0)
+    """The highest repeat threshold at which a live replay meets a standing pair in some window
+    (`window_evidence`; 0 when no speaker repeats): what calibration reads of a whole dev conversation."""
+    return max((low for low, _ in window_evidence(scores, speakers, window=window, margin=margin)), default=0.0)

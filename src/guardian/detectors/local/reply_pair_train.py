@@ -67,8 +67,9 @@ def training_rows(
                     labels.append(int(positive))
                     group.append(0 if positive else 1)
         elif source in ORDINARY_SOURCES and all(b.label != "scam" for b in bags):
-            pool.extend(read[r] for r in sorted(read))
-            pool_rows.extend(sorted(read))
+            keys = sorted(read)
+            pool_rows.extend(keys)
+            pool.extend(read[r] for r in keys)
     take = np.random.default_rng(seed).permutation(len(pool))[:ordinary]
     if hard > 0 and hardness is not None and len(take) < len(pool):
         rest = np.setdiff1d(np.arange(len(pool)), take)
