@@ -23,6 +23,7 @@ what finished). Usage: python lab/turn_mil_curve_gpu.py --payload .gpu --runs mi
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import time
 from pathlib import Path
@@ -107,7 +108,7 @@ class Pairs:
         offsets, flat = data[f"{family}_offsets"], data[f"{family}_ids"].astype(np.int64)
         lengths = np.diff(offsets)
         matrix = np.full((len(lengths), int(lengths.max())), pad, np.int64)
-        for i, (a, b) in enumerate(zip(offsets[:-1], offsets[1:], strict=True)):
+        for i, (a, b) in enumerate(itertools.pairwise(offsets)):
             matrix[i, : b - a] = flat[a:b]
         self.ids = torch.from_numpy(matrix).to(device)
         self.lengths = torch.from_numpy(lengths).to(device)
