@@ -112,10 +112,10 @@ def main() -> None:
                                      for k in ("start", "end", "source", "part", "label", "fold", "turns")}
     meta: dict[str, object] = {"sources": SOURCES, "parts": PARTS, "max_tokens": MAX_TOKENS, "pairs": len(pairs),
                                "groups": len(groups)}
-    specs = {"minilm": ("minilm", [0, 100, 101, 102, 103]), "mpnet": ("mpnet", [0, 1, 2, 3, 30526])}
-    for name, (encoder, specials) in specs.items():
+    for name, encoder in (("minilm", "minilm"), ("mpnet", "mpnet")):
         path = encoder_path(encoder)  # type: ignore[arg-type]
         tok = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        specials = sorted(set(tok.all_special_ids))  # kept whether used or not: mpnet's unknown token is 104, not 3
         enc = tok([p[0] for p in pairs], [p[1] for p in pairs], truncation="longest_first", max_length=MAX_TOKENS)
         ids = enc["input_ids"]
         used = np.unique(np.concatenate([np.concatenate([np.asarray(x) for x in ids]), np.array(specials)]))
@@ -126,6 +126,7 @@ def main() -> None:
         sep = tok.sep_token_id
         first = np.array([list(x).index(sep) + 1 for x in ids], np.int16)  # segment A's length, with its [SEP]
         arrays[f"{name}_ids"], arrays[f"{name}_offsets"], arrays[f"{name}_first"] = flat, offsets, first
+        arrays[f"{name}_vocab"] = used  # original token id of each kept row (lab/turn_labels_payload.py reads it)
         config = json.loads((Path(path) / "config.json").read_text())
         config["vocab_size"] = len(used)
         config["pad_token_id"] = int(remap[tok.pad_token_id])
