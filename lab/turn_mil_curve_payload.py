@@ -26,6 +26,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+from turn_finetune_mil import pairs_of  # the same (previous turn, turn) pairs as the 2-core run
 
 from guardian.conversation import Conversation
 from guardian.corpora.conversations import conversations_dir, load_conversations, split_of
@@ -40,11 +41,6 @@ FOLDS = 5
 
 def fold_of(conversation_id: str) -> int:
     return int(hashlib.sha1(f"cv5:{conversation_id}".encode()).hexdigest(), 16) % FOLDS
-
-
-def pairs_of(conv: Conversation) -> list[tuple[str, str]]:
-    turns = conv.turns
-    return [(turns[i - 1].text if i else "", t.text) for i, t in enumerate(turns)]
 
 
 def quantised(state: dict[str, np.ndarray], keep: np.ndarray, prefix_ok: tuple[str, ...]) -> dict[str, np.ndarray]:
