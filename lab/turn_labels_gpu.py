@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from turn_mil_curve_gpu import ENCODERS, Pairs, Scorer
+from turn_mil_curve_gpu import ENCODERS, Fit, Pairs, Scorer
 
 RATIOS = np.round(np.arange(0.05, 1.0001, 0.05), 2)
 TECHNIQUES = 11
@@ -83,12 +83,7 @@ def main() -> None:
             torch.manual_seed(seed)
             scorer = Scorer(meta, payload, encoder, args.device)
             scorer.head = torch.nn.Linear(scorer.head.in_features, y.shape[1]).to(args.device)
-            params = scorer.parameters()
-            optimizer = torch.optim.AdamW(params, lr=lrs[encoder], weight_decay=0.01)
-            steps = args.epochs * -(-len(train) // args.batch)
-            warm = max(1, steps // 10)
-            scheduler = torch.optim.lr_scheduler.LambdaLR(
-                optimizer, lambda s, steps=steps, warm=warm: min((s + 1) / warm, max(0.0, (steps - s) / max(1, steps - warm))))
+            fit = Fit(scorer, lr=lrs[encoder], steps=args.epochs * -(-len(train) // args.batch))
             rng = np.random.default_rng(seed)
             target = torch.from_numpy(y).to(args.device)
             has_t = torch.from_numpy(tech.any(axis=1)).to(args.device)
@@ -102,12 +97,7 @@ def main() -> None:
                     bce = torch.nn.functional.binary_cross_entropy_with_logits(z, target[idx], reduction="none")
                     mask = torch.cat([has_t[idx, None].expand(-1, TECHNIQUES),
                                       has_v[idx, None].expand(-1, y.shape[1] - TECHNIQUES)], dim=1).float()
-                    loss = (bce * mask).sum() / mask.sum().clamp(min=1)
-                    optimizer.zero_grad(set_to_none=True)
-                    loss.backward()
-                    torch.nn.utils.clip_grad_norm_(params, 1.0)
-                    optimizer.step()
-                    scheduler.step()
+                    fit.step((bce * mask).sum() / mask.sum().clamp(min=1))
             scorer.encoder.eval()
             with torch.inference_mode():
                 z = torch.cat([scorer.logits(*pairs.rows(torch.arange(s, min(s + 64, len(y)), device=args.device)))

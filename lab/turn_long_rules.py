@@ -79,6 +79,18 @@ def joined(rows: list[dict], size: int = 5) -> list[dict]:
     return out
 
 
+def scored_rows(scores: Path, artifact: Path) -> list[dict]:
+    """The scored conversations outside chatbot threads, each turn's `p` as the detector reads it
+    (`reply_pair.dialogue_turn` with the artifact's dialogue scale) and `scam` as an array."""
+    a, b = json.loads((artifact / "manifest.json").read_text())["reply_pair"]["dialogue_platt"]
+    with scores.open(encoding="utf-8") as f:
+        rows = [r for r in map(json.loads, f) if r["set"] != "chatbot" and "pair:shipped" in r]
+    for r in rows:
+        r["p"] = dialogue_turn(platt_probability(np.array(r["pair:shipped"]), (a, b)), np.array(r["net"]))
+        r["scam"] = np.array(r["scam"])
+    return rows
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("scores", type=Path)
@@ -93,14 +105,7 @@ def main() -> None:
                                                      "threshold[, margin]) choices instead of choosing")
     parser.add_argument("--part", default="test", choices=("dev", "test"), help="with --pairs: the part shown")
     args = parser.parse_args()
-    manifest = json.loads((args.artifact / "manifest.json").read_text())
-    a, b = manifest["reply_pair"]["dialogue_platt"]
-    rows = [json.loads(line) for line in args.scores.open(encoding="utf-8")]
-    rows = [r for r in rows if r["set"] != "chatbot" and "pair:shipped" in r]
-    for r in rows:
-        # The turn's score as the detector reads it (`reply_pair.dialogue_turn`).
-        r["p"] = dialogue_turn(platt_probability(np.array(r["pair:shipped"]), (a, b)), np.array(r["net"]))
-        r["scam"] = np.array(r["scam"])
+    rows = scored_rows(args.scores, args.artifact)
     ordinary = [r for r in rows if r["set"] in ORDINARY and r["label"] == "benign"]
     rows += joined(ordinary)
     for r in rows:

@@ -13,17 +13,14 @@ Usage: python lab/turn_repeat_upper.py SCORES.jsonl
 
 from __future__ import annotations
 
-import json
 import sys
 from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
-from turn_long_rules import joined
+from turn_long_rules import joined, scored_rows
 
-from guardian.detectors.local.model import platt_probability
 from guardian.detectors.local.repetition import REPEAT_WINDOW, standing_pairs
-from guardian.detectors.local.reply_pair import dialogue_turn
 
 UPPER = (0.0, 0.4, 0.5, 0.6, 0.7)
 COLUMNS = [("dailydialog", "benign"), ("dailydialog+long", "benign"), ("calls", "benign"), ("calls+long", "benign"),
@@ -43,14 +40,7 @@ def evidence(p: np.ndarray, speakers: list[str], upper: float) -> np.ndarray:
 
 
 def main() -> None:
-    manifest = json.loads(Path("src/guardian/resources/turn_model/manifest.json").read_text())
-    a, b = manifest["reply_pair"]["dialogue_platt"]
-    with Path(sys.argv[1]).open(encoding="utf-8") as f:
-        rows = [json.loads(line) for line in f]
-    rows = [r for r in rows if r["set"] != "chatbot" and "pair:shipped" in r]
-    for r in rows:
-        r["p"] = dialogue_turn(platt_probability(np.array(r["pair:shipped"]), (a, b)), np.array(r["net"]))
-        r["scam"] = np.array(r["scam"])
+    rows = scored_rows(Path(sys.argv[1]), Path("src/guardian/resources/turn_model"))
     rows += joined([r for r in rows if r["set"] in ("dailydialog", "sgd", "calls") and r["label"] == "benign"])
     for r in rows:
         r["top"] = np.maximum(r["p"], r["scam"])
