@@ -3,7 +3,6 @@
 Whole conversations are sampled (a few consecutive turns from each), so the
 held-out split of `guardian.corpora.conversations.split_of` stays by
 conversation. The previous turn is kept as context for the labellers.
-Usage: python lab/faceacts_sample.py OUT.csv [--round 2|3|4]
 Round 2 (more training data) draws other conversations, from the train and dev
 parts only, so the held-out test part of round 1 stays what it was.
 Round 3 (the rare acts): single turns, with the turn before them, of other
@@ -13,6 +12,10 @@ hearer's burden: `RARE_CUES`); the labellers are not told why a turn was drawn
 and label it with any of the nine acts. At most one turn per conversation.
 Round 4 (conflict talk): as round 2, stretches of 4 turns of other train/dev
 conversations, 60 MentalManip film dialogues and 15 DailyDialog ones (`PLAN_4`).
+Round 6 (a larger held-out test part): as round 1, stretches of 4 turns, but of other
+conversations of the *test* part only (`PLAN_6`, two thirds of round 1's plan), so nothing
+trained or tuned on reads them: round 1's 163 test turns were too few to tell a few points apart.
+Usage: python lab/faceacts_sample.py OUT.csv [--round 2|3|4|5|6]
 """
 
 from __future__ import annotations
@@ -35,6 +38,8 @@ PLAN = {  # source -> (conversations, turns per conversation)
 #: Round 4 (conflict talk): film dialogues, whose quarrels, guilt trips and denials the product's
 #: users meet most and the set had least of, and a few more everyday ones.
 PLAN_4 = {"mentalmanip": (60, 4), "dailydialog": (15, 4)}
+#: Round 6 (the held-out test part, enlarged): round 1's mix of sources, two thirds of its size.
+PLAN_6 = {"dailydialog": (40, 4), "sgd": (24, 4), "calls:benign": (16, 4), "calls:scam": (16, 4), "mentalmanip": (30, 4)}
 
 # Phrases that often carry spos+, spos- or hneg+ (a recall net, not a label: the labellers
 # see none of this). Group -> (turns to draw, pattern).
@@ -92,9 +97,12 @@ def main(out: str, *, round_: int = 1) -> None:
         _draw_rare(pools, taken, rng, rows)
         _write(rows, out)
         return
-    for source, (n_conv, per) in (PLAN_4 if round_ == 4 else PLAN).items():
+    plan = PLAN_4 if round_ == 4 else PLAN_6 if round_ == 6 else PLAN
+    for source, (n_conv, per) in plan.items():
         pool = pools[source]
-        if round_ > 1:
+        if round_ == 6:
+            pool = [c for c in pool if c["id"] not in taken and split_of(c["id"]) == "test"]
+        elif round_ > 1:
             pool = [c for c in pool if c["id"] not in taken and split_of(c["id"]) != "test"]
         for conv in rng.sample(pool, n_conv):
             turns = conv["turns"]

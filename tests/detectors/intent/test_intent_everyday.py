@@ -25,9 +25,11 @@ from guardian.taxonomy import FaceAct
 EVERYDAY = bundled_data_dir() / "faceacts" / "everyday.csv"
 #: Floors for the shipped model on the held-out everyday part (measured: docs/intent.md, "Everyday
 #: conversations"); a regression below them fails here, the figures themselves come from the file.
-TEST_ACCURACY_FLOOR = 0.70  # measured .724 with round 5's mpnet-6 everyday half (round 4: .699; round 1: .595)
-TEST_MACRO_F1_FLOOR = 0.55  # measured .605 (round 4: .4995; round 1: .438)
-TEST_SHOWN_PRECISION_FLOOR = 0.82  # measured .862 on the 53 % of turns shown (round 4: .875 on 44 %)
+# The test part is round 1's 163 turns and round 6's 483 (data/README.md). Round 5's bundled side
+# measured .675 / .586 / .856 (on 48 % of the turns) on all 646; on round 1's 163 alone .724 / .600 / .855.
+TEST_ACCURACY_FLOOR = 0.65
+TEST_MACRO_F1_FLOOR = 0.55
+TEST_SHOWN_PRECISION_FLOOR = 0.82
 
 
 def test_conversation_domain_is_the_sigmoid_of_the_running_mean_logit() -> None:
@@ -63,13 +65,15 @@ def test_the_everyday_set_splits_by_conversation_and_keeps_both_labels() -> None
     assert all(r["label_a"] and r["label_b"] for r in table)
     with (EVERYDAY.parent / "everyday_adjudication.csv").open(encoding="utf-8") as f:
         adjudicated = {(r["round"], r["item"]): r["face_act"] for r in csv.DictReader(f)}
-    # a label differs from both labellers' only where the adjudicator chose it (round 2: four items)
+    # a label differs from both labellers' only where the adjudicator chose it (round 2: four items, round 6: two)
     third = [r for r in table if r["face_act"] not in (r["label_a"], r["label_b"])]
-    assert len(third) == 4 and all(r["round"] == "2" for r in third)
-    assert all(r["face_act"] in {a for (n, _), a in adjudicated.items() if n == "2"} for r in third)
-    assert {r["round"] for r in table} == {"1", "2", "3", "4", "5"}
-    # later rounds are training data: the held-out test part is round 1's conversations only
-    assert {r["round"] for r in table if r["conversation_id"] in ids["test"]} == {"1"}
+    assert sorted(r["round"] for r in third) == ["2"] * 4 + ["6"] * 2
+    assert all(r["face_act"] in {a for (n, _), a in adjudicated.items() if n == r["round"]} for r in third)
+    assert {r["round"] for r in table} == {"1", "2", "3", "4", "5", "6"}
+    # rounds 2-5 are training data; the held-out test part is round 1's conversations and round 6's,
+    # which were drawn from the test part only
+    assert {r["round"] for r in table if r["conversation_id"] in ids["test"]} == {"1", "6"}
+    assert all(r["conversation_id"] in ids["test"] for r in table if r["round"] == "6")
 
 
 def test_renderers_show_no_intent_for_an_abstained_turn() -> None:
@@ -102,7 +106,7 @@ def test_the_everyday_heads_train_part_is_not_scored_as_a_test(capsys: pytest.Ca
 
 
 def test_held_out_everyday_accuracy_is_computed_from_the_file_and_above_its_floor() -> None:
-    """About 30 s: the held-out part's 163 turns through the shipped model, one at a time."""
+    """About 30 s: the held-out part's 646 turns through the shipped model, one at a time."""
     result = evaluate_file(EVERYDAY, split="test")
     assert result["n"] == len(part_of(load_faceacts(EVERYDAY), "test"))
     assert result["accuracy"] >= TEST_ACCURACY_FLOOR
