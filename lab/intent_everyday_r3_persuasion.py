@@ -8,7 +8,10 @@ whose predicted act differs from the persuasion-only model's bounds the change o
 A gated deep head (round 4, `DeepHead.gated`) is followed as the detector runs it: the everyday tuned
 half counts only for the routed turns the deep head is unsure of and the conversation's budget admits
 (the budget counts every turn, routed or not, as the live model does).
-Usage: python lab/intent_everyday_r3_persuasion.py FEATS.npz ARTIFACT_DIR
+Since round 6 the turns a persuasion half reads (routed by the conversation's g before them) keep
+its probabilities out of the everyday side where their own g is under .5 (`IntentModel._mixer`'s `persuasion_half`);
+`--before-round-6` scores the earlier blend.
+Usage: python lab/intent_everyday_r3_persuasion.py FEATS.npz ARTIFACT_DIR [--before-round-6]
 """
 
 from __future__ import annotations
@@ -20,13 +23,13 @@ from pathlib import Path
 import numpy as np
 
 from guardian.corpora.datasets import faceacts_path, load_faceacts
-from guardian.detectors.intent.domain import ConversationDomain
+from guardian.detectors.intent.domain import PERSUASION_LIKE, ConversationDomain
 from guardian.detectors.intent.model import ESCALATE_BELOW, EscalationBudget, IntentModel
 from guardian.detectors.intent.train import utterances_in_context
 from guardian.detectors.intent.tuned import pair_text
 
 
-def main(path: str, artifact: str) -> None:
+def main(path: str, artifact: str, *, before: bool = False) -> None:
     f = np.load(path)
     model = IntentModel.load(Path(artifact))
     head = model.everyday
@@ -80,8 +83,10 @@ def main(path: str, artifact: str) -> None:
                     ev = ((1 - ts - hs) * deep[i] + hs * hp[i]) / (1 - ts)
                     return g * (0.5 * lin[i] + 0.5 * lin[i]) + (1 - g) * ev
                 ev = (1 - ts - hs) * deep[i] + ts * t + hs * hp[i]
-            else:
+            elif routed[i] or before or g >= PERSUASION_LIKE:
                 ev = (1 - head.tuned_weight) * hp[i] + head.tuned_weight * t
+            else:  # since round 6 a persuasion half's probabilities stay out of an everyday-like turn's everyday side
+                ev = hp[i]
             return g * (0.5 * lin[i] + 0.5 * t) + (1 - g) * ev
 
         q = mix(t)
@@ -103,4 +108,4 @@ def main(path: str, artifact: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1], sys.argv[2])
+    main(sys.argv[1], sys.argv[2], before="--before-round-6" in sys.argv)

@@ -46,10 +46,11 @@ def components(model: IntentModel, part: str) -> tuple[list[Any], dict[str, np.n
                                "g": float(domains[0].persuasion) if domains else 1.0, "tuned": None}
         records.append(rec)
 
-        def wrapped(tuned):  # type: ignore[no-untyped-def]
+        def wrapped(tuned, **options):  # type: ignore[no-untyped-def]
             if tuned is not None and rec["tuned"] is None:
                 rec["tuned"] = tuned[0].copy()
-            return mix(tuned)
+                rec["persuasion_half"] = bool(options.get("persuasion_half"))
+            return mix(tuned, **options)
 
         return wrapped
 
@@ -67,6 +68,7 @@ def components(model: IntentModel, part: str) -> tuple[list[Any], dict[str, np.n
         "deep": np.vstack([r["deep"] if r["deep"] is not None else z for r in records]),
         "tuned": np.vstack([r["tuned"] if r["tuned"] is not None else z for r in records]),
         "gold": np.array([model.classes.index(rows[i].face_act) for i in order]),
+        "persuasion_half": np.array([bool(r.get("persuasion_half")) for r in records]),
     }
     assert arrays["final"].shape == (n, k)
     return rows, arrays

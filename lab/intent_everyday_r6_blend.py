@@ -35,7 +35,7 @@ def main(argv: list[str]) -> None:
         assert model.everyday is not None and model.everyday.tuned is not None
         model.everyday.tuned.max_len = int(argv[argv.index("--max-len") + 1])
     _, a = components(model, part)
-    read = a["tuned"].sum(1) > 0
+    read = (a["tuned"].sum(1) > 0) & ~a["persuasion_half"]  # the everyday half's probabilities, not a persuasion half's
     g = a["g"][:, None]
     persuasion = (1 - model.tuned_weight) * a["linear"] + model.tuned_weight * a["tuned"]
     print(f"{part}: {len(a['gold'])} turns, the everyday half read {read.mean():.3f} of them; median g {np.median(a['g']):.3f}")

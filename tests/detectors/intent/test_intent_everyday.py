@@ -272,3 +272,38 @@ def test_a_gated_deep_head_reads_the_tuned_half_only_for_unsure_turns(tmp_path: 
     assert read == int(unsure.sum())
     np.testing.assert_allclose(gated[unsure], always[unsure], atol=1e-5)
     np.testing.assert_allclose(gated[~unsure], never[~unsure], atol=1e-5)
+
+
+def test_a_persuasion_halfs_probabilities_stay_out_of_an_everyday_turns_everyday_side() -> None:
+    """Round 6 (docs/intent.md): a turn is routed by its conversation's g *before* it, so an everyday
+    turn after a donation-like opener is read by a persuasion half; where the turn's own logit brings
+    g back under .5, the everyday side is the head alone, not the head averaged with that half."""
+    from guardian.detectors.intent.features import Utterance
+
+    model = load_model()
+    assert model.everyday is not None
+    k = len(model.classes)
+    utterance = Utterance("Can you book me a table for two at 7 pm?", "Ann", (("Tom", "Morning."),), True, 1)
+    _, u_vecs, ctx_vecs = model.features([utterance])
+    linear = np.full((1, k), 1.0 / k)
+    half = np.eye(k)[[model.classes.index(FaceAct.OTHER)]]  # what a persuasion half says of everyday acts
+    head = model.everyday.proba([utterance], u_vecs, ctx_vecs, model.classes)
+    own = float(model.everyday.gate.logits(u_vecs)[0])
+    assert own < -2.0  # a clearly everyday turn (measured -4.2)
+
+    def blend(history: float, *, persuasion_half: bool) -> tuple[np.ndarray, float]:
+        domain = ConversationDomain()
+        domain.observe(history)
+        assert not domain.everyday_so_far()  # routed to a persuasion half
+        mix = model._mixer(linear, [utterance], u_vecs, ctx_vecs, [domain])
+        return mix(half, persuasion_half=persuasion_half), domain.persuasion
+
+    p, g = blend(1.0, persuasion_half=True)  # a donation-like opener, then this turn: mean logit < 0
+    assert g < 0.5
+    tw = model.tuned_weight
+    np.testing.assert_allclose(p, g * ((1 - tw) * linear + tw * half) + (1 - g) * head, atol=1e-6)
+    assert not np.allclose(p, blend(1.0, persuasion_half=False)[0])
+    # a turn that keeps the conversation persuasion-like is blended as before
+    q, g = blend(20.0, persuasion_half=True)
+    assert g >= 0.5
+    np.testing.assert_allclose(q, blend(20.0, persuasion_half=False)[0], atol=1e-6)

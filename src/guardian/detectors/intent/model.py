@@ -33,6 +33,7 @@ import numpy as np
 from guardian.detectors.intent.domain import (
     EVERYDAY_FILE,
     EVERYDAY_META,
+    PERSUASION_LIKE,
     ConversationDomain,
     EverydayHead,
     in_class_order,
@@ -288,7 +289,7 @@ class IntentModel:
                 p[read] = mix(tuned_p)[read]
         else:
             # Without the half's pass (a deep head that replaces it), the persuasion side is the linear half's.
-            p = mix(self._aligned(half, pending.result()) if pending is not None else p)
+            p = mix(self._aligned(half, pending.result()) if pending is not None else p, persuasion_half=not routed)
         if routed and budgets is not None and not gated:
             for b in budgets:  # counted all the same: the budget follows the conversation's turns
                 b.admit(False)
@@ -303,7 +304,7 @@ class IntentModel:
                 self.escalated += int(unsure.size)
                 deep = np.zeros_like(p)
                 deep[unsure] = self._aligned(self.escalation, self.escalation.predict_proba([pairs[i] for i in unsure]))
-                p[unsure] = mix(deep)[unsure]
+                p[unsure] = mix(deep, persuasion_half=True)[unsure]
         return p, u_vecs
 
     def _mixer(
@@ -314,14 +315,21 @@ class IntentModel:
         tuned averaged by `tuned_weight`; with an everyday head, that average weighted by the
         persuasion-likeness g and the head's own average with the tuned half by 1 - g; with the
         deep head's probabilities (`deep`: turns the everyday tuned half reads), the everyday side is
-        the deep head's shares of deep, tuned and head (`DeepHead`)."""
+        the deep head's shares of deep, tuned and head (`DeepHead`).
+
+        `persuasion_half`: `tuned` is a persuasion half's (the turn was routed before its own gate
+        logit was known, by the conversation's g so far). Where the turn's own logit pulls g back
+        under .5, its probabilities then stay out of the everyday side, which is the head alone: the
+        persuasion halves call most everyday acts `other`, and that side now weighs most (round 6,
+        docs/intent.md). Where g stays over .5 (the persuasion corpus: all but 0.3 % of its turns)
+        the blend is as before."""
         everyday = self.everyday
         if everyday is None:
             return lambda tuned: linear if tuned is None else (1.0 - self.tuned_weight) * linear + self.tuned_weight * tuned
         head = everyday.proba(utterances, u_vecs, ctx_vecs, self.classes)
         g = self._persuasion_likeness(u_vecs, domains)[:, None]
 
-        def mix(tuned: np.ndarray | None, *, without_tuned: bool = False) -> np.ndarray:
+        def mix(tuned: np.ndarray | None, *, without_tuned: bool = False, persuasion_half: bool = False) -> np.ndarray:
             """`without_tuned`: `tuned` is the linear half's (no tuned pass): the deep head's blend
             gives the half's share to the others."""
             if tuned is None:
@@ -332,7 +340,10 @@ class IntentModel:
                 if without_tuned:
                     return g * persuasion + (1.0 - g) * ((1.0 - ts - hs) * deep + hs * head) / (1.0 - ts)
                 return g * persuasion + (1.0 - g) * ((1.0 - ts - hs) * deep + ts * tuned + hs * head)
-            return g * persuasion + (1.0 - g) * ((1.0 - everyday.tuned_weight) * head + everyday.tuned_weight * tuned)
+            side = (1.0 - everyday.tuned_weight) * head + everyday.tuned_weight * tuned
+            if persuasion_half:
+                side = np.where(g < PERSUASION_LIKE, head, side)
+            return g * persuasion + (1.0 - g) * side
 
         return mix
 
