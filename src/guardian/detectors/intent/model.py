@@ -325,7 +325,8 @@ class IntentModel:
         the blend is as before."""
         everyday = self.everyday
         if everyday is None:
-            return lambda tuned: linear if tuned is None else (1.0 - self.tuned_weight) * linear + self.tuned_weight * tuned
+            return lambda tuned, **_: (linear if tuned is None
+                                       else (1.0 - self.tuned_weight) * linear + self.tuned_weight * tuned)
         head = everyday.proba(utterances, u_vecs, ctx_vecs, self.classes)
         g = self._persuasion_likeness(u_vecs, domains)[:, None]
 
