@@ -75,6 +75,18 @@ def _mentalmanip() -> list[dict]:
     return out
 
 
+def source_pools() -> dict[str, list[dict]]:
+    """Source (the keys of `PLAN`) -> its conversations ({"id", "turns": [{"speaker", "text"}]})."""
+    calls = _jsonl("calls")
+    return {
+        "dailydialog": _jsonl("dailydialog"),
+        "sgd": _jsonl("sgd"),
+        "calls:benign": [c for c in calls if c.get("label") != "scam"],
+        "calls:scam": [c for c in calls if c.get("label") == "scam"],
+        "mentalmanip": _mentalmanip(),
+    }
+
+
 def main(out: str, *, round_: int = 1) -> None:
     from guardian.corpora.conversations import split_of
 
@@ -84,14 +96,7 @@ def main(out: str, *, round_: int = 1) -> None:
         with (ROOT / "data" / "faceacts" / "everyday.csv").open(encoding="utf-8") as f:
             # the conversations of the earlier rounds only, so that a round drawn again is the same draw
             taken = {row["conversation_id"] for row in csv.DictReader(f) if int(row.get("round") or 1) < round_}
-    calls = _jsonl("calls")
-    pools = {
-        "dailydialog": _jsonl("dailydialog"),
-        "sgd": _jsonl("sgd"),
-        "calls:benign": [c for c in calls if c.get("label") != "scam"],
-        "calls:scam": [c for c in calls if c.get("label") == "scam"],
-        "mentalmanip": _mentalmanip(),
-    }
+    pools = source_pools()
     rows: list[dict] = []
     if round_ == 3:
         _draw_rare(pools, taken, rng, rows)

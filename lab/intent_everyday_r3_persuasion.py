@@ -9,7 +9,7 @@ A gated deep head (round 4, `DeepHead.gated`) is followed as the detector runs i
 half counts only for the routed turns the deep head is unsure of and the conversation's budget admits
 (the budget counts every turn, routed or not, as the live model does).
 Since round 6 the turns a persuasion half reads (routed by the conversation's g before them) keep
-its probabilities out of the everyday side where their own g is under .5 (`IntentModel._mixer`'s `persuasion_half`);
+its probabilities out of the everyday side where their own g is under .5 (`IntentModel._mixer`'s `routed`);
 `--before-round-6` scores the earlier blend.
 Usage: python lab/intent_everyday_r3_persuasion.py FEATS.npz ARTIFACT_DIR [--before-round-6]
 """

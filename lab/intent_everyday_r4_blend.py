@@ -37,8 +37,8 @@ def components(model: IntentModel, part: str) -> tuple[list[Any], dict[str, np.n
     records: list[dict[str, Any]] = []
     original = model._mixer
 
-    def mixer(linear, utterances, u_vecs, ctx_vecs, domains, *, deep=None):  # type: ignore[no-untyped-def]
-        mix = original(linear, utterances, u_vecs, ctx_vecs, domains, deep=deep)
+    def mixer(linear, utterances, u_vecs, ctx_vecs, domains, *, deep=None, routed=False):  # type: ignore[no-untyped-def]
+        mix = original(linear, utterances, u_vecs, ctx_vecs, domains, deep=deep, routed=routed)
         ev = model.everyday
         assert ev is not None
         rec: dict[str, Any] = {"linear": linear[0].copy(), "deep": None if deep is None else deep[0].copy(),
@@ -49,7 +49,7 @@ def components(model: IntentModel, part: str) -> tuple[list[Any], dict[str, np.n
         def wrapped(tuned, **options):  # type: ignore[no-untyped-def]
             if tuned is not None and rec["tuned"] is None:
                 rec["tuned"] = tuned[0].copy()
-                rec["persuasion_half"] = bool(options.get("persuasion_half"))
+                rec["persuasion_half"] = not routed
             return mix(tuned, **options)
 
         return wrapped

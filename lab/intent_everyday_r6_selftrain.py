@@ -48,12 +48,7 @@ def unlabelled(scale: float, seed: int) -> list[FaceActUtterance]:
     """Stretches of 4 turns of train-part conversations that no labelling round drew (face_act: a placeholder)."""
     with EVERYDAY.open(encoding="utf-8") as f:
         taken = {row["conversation_id"] for row in csv.DictReader(f)}
-    calls = faceacts_sample._jsonl("calls")
-    pools = {
-        "dailydialog": faceacts_sample._jsonl("dailydialog"), "sgd": faceacts_sample._jsonl("sgd"),
-        "calls:benign": [c for c in calls if c.get("label") != "scam"],
-        "calls:scam": [c for c in calls if c.get("label") == "scam"], "mentalmanip": faceacts_sample._mentalmanip(),
-    }
+    pools = faceacts_sample.source_pools()
     rng = random.Random(seed)
     rows: list[FaceActUtterance] = []
     for source, (n_conv, per) in faceacts_sample.PLAN.items():

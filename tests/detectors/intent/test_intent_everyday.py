@@ -317,8 +317,8 @@ def test_a_persuasion_halfs_probabilities_stay_out_of_an_everyday_turns_everyday
         domain = ConversationDomain()
         domain.observe(history)
         assert not domain.everyday_so_far()  # routed to a persuasion half
-        mix = model._mixer(linear, [utterance], u_vecs, ctx_vecs, [domain])
-        return mix(half, persuasion_half=persuasion_half), domain.persuasion
+        mix = model._mixer(linear, [utterance], u_vecs, ctx_vecs, [domain], routed=not persuasion_half)
+        return mix(half), domain.persuasion
 
     p, g = blend(1.0, persuasion_half=True)  # a donation-like opener, then this turn: mean logit < 0
     assert g < 0.5

@@ -277,7 +277,7 @@ class IntentModel:
         gated = deep_head is not None and deep_head.gated
         deep_part: Any = deep_pending.result() if deep_pending is not None else None
         deep, read, tuned_p = deep_part if gated else (deep_part, None, None)  # deep_then_tuned's triple
-        mix = self._mixer(p, utterances, u_vecs, ctx_vecs, domains, deep=deep)
+        mix = self._mixer(p, utterances, u_vecs, ctx_vecs, domains, deep=deep, routed=routed)
         if half is None or (pending is None and deep_pending is None):
             return mix(None), u_vecs
         if read is not None and tuned_p is not None:
@@ -289,7 +289,7 @@ class IntentModel:
                 p[read] = mix(tuned_p)[read]
         else:
             # Without the half's pass (a deep head that replaces it), the persuasion side is the linear half's.
-            p = mix(self._aligned(half, pending.result()) if pending is not None else p, persuasion_half=not routed)
+            p = mix(self._aligned(half, pending.result()) if pending is not None else p)
         if routed and budgets is not None and not gated:
             for b in budgets:  # counted all the same: the budget follows the conversation's turns
                 b.admit(False)
@@ -304,12 +304,12 @@ class IntentModel:
                 self.escalated += int(unsure.size)
                 deep = np.zeros_like(p)
                 deep[unsure] = self._aligned(self.escalation, self.escalation.predict_proba([pairs[i] for i in unsure]))
-                p[unsure] = mix(deep, persuasion_half=True)[unsure]
+                p[unsure] = mix(deep)[unsure]
         return p, u_vecs
 
     def _mixer(
         self, linear: np.ndarray, utterances: Sequence[Utterance], u_vecs: np.ndarray, ctx_vecs: np.ndarray,
-        domains: Sequence[ConversationDomain] | None, *, deep: np.ndarray | None = None,
+        domains: Sequence[ConversationDomain] | None, *, deep: np.ndarray | None = None, routed: bool = False,
     ) -> Callable[..., np.ndarray]:
         """The final probabilities as a function of a tuned half's (None: no tuned half): linear and
         tuned averaged by `tuned_weight`; with an everyday head, that average weighted by the
@@ -317,20 +317,19 @@ class IntentModel:
         deep head's probabilities (`deep`: turns the everyday tuned half reads), the everyday side is
         the deep head's shares of deep, tuned and head (`DeepHead`).
 
-        `persuasion_half`: `tuned` is a persuasion half's (the turn was routed before its own gate
-        logit was known, by the conversation's g so far). Where the turn's own logit pulls g back
+        `routed`: the everyday tuned half read the turn; otherwise `tuned` is a persuasion half's (the
+        turn was routed before its own gate logit was known, by the conversation's g so far). Where the turn's own logit pulls g back
         under .5, its probabilities then stay out of the everyday side, which is the head alone: the
         persuasion halves call most everyday acts `other`, and that side now weighs most (round 6,
         docs/intent.md). Where g stays over .5 (the persuasion corpus: all but 0.3 % of its turns)
         the blend is as before."""
         everyday = self.everyday
         if everyday is None:
-            return lambda tuned, **_: (linear if tuned is None
-                                       else (1.0 - self.tuned_weight) * linear + self.tuned_weight * tuned)
+            return lambda tuned: linear if tuned is None else (1.0 - self.tuned_weight) * linear + self.tuned_weight * tuned
         head = everyday.proba(utterances, u_vecs, ctx_vecs, self.classes)
         g = self._persuasion_likeness(u_vecs, domains)[:, None]
 
-        def mix(tuned: np.ndarray | None, *, without_tuned: bool = False, persuasion_half: bool = False) -> np.ndarray:
+        def mix(tuned: np.ndarray | None, *, without_tuned: bool = False) -> np.ndarray:
             """`without_tuned`: `tuned` is the linear half's (no tuned pass): the deep head's blend
             gives the half's share to the others."""
             if tuned is None:
@@ -342,7 +341,7 @@ class IntentModel:
                     return g * persuasion + (1.0 - g) * ((1.0 - ts - hs) * deep + hs * head) / (1.0 - ts)
                 return g * persuasion + (1.0 - g) * ((1.0 - ts - hs) * deep + ts * tuned + hs * head)
             side = (1.0 - everyday.tuned_weight) * head + everyday.tuned_weight * tuned
-            if persuasion_half:
+            if not routed:  # a persuasion half's probabilities
                 side = np.where(g < PERSUASION_LIKE, head, side)
             return g * persuasion + (1.0 - g) * side
 
