@@ -33,7 +33,8 @@ from guardian.encoding.sentence_encoder import quiet_loss_property
 from guardian.errors import ModelUnavailable
 
 #: Bump when the ONNX export or the quantisation changes: cached int8 files are then rebuilt.
-RUNTIME_VERSION = 1
+#: 2: weights on seven bits (`reduce_range`), the same integers on every x86 CPU (see `export_int8`).
+RUNTIME_VERSION = 2
 #: onnxruntime threads for one pair: one, because the linear half's MiniLM pass runs beside it.
 RUNTIME_THREADS = 1
 
@@ -209,13 +210,39 @@ def _onnxruntime(*, exporting: bool = False, what: str = "a fine-tuned pair clas
     return onnxruntime_module(exporting=exporting, what=what)
 
 
+#: Pairs every fresh int8 file is checked on against float32 (short and long, one over the window).
+PROBE_PAIRS: tuple[tuple[str, str], ...] = (
+    ("asker: Would you like to help?", "start"),
+    ("B: I never said that. You're overreacting, as usual.", "A: You said you'd pick me up at six. I waited an hour."),
+    ("A: Send me the report by five today, and do not make me ask again.", "B: Sure, I will look at it after lunch."),
+    ("B: " + "Honestly, nobody else would put up with you, and you know it. " * 6, "A: That is not fair."),
+)
+#: The int8 file must agree with float32 on `PROBE_PAIRS` at least this well: the relative distance
+#: |int8 - float32| / |float32| of the output vectors (logits or pooled vectors), averaged over the
+#: probes, at most this much. Measured on the bundled halves: .04-.18 with seven-bit weights; .87 and
+#: 1.59 for the mpnet-6 halves with eight-bit weights on an AVX2 CPU, whose integer sums overflowed.
+MAX_INT8_DRIFT = 0.5
+
+
+class Int8Mismatch(Exception):
+    """The int8 file disagrees with the float32 network it was made from (`build_and_open` says so in one sentence)."""
+
+
 def export_int8(net: Any, tokenizer: Any, max_len: int, target: Path) -> None:
-    """`net` (float32) -> ONNX -> dynamically quantised int8 ONNX at `target` (written atomically)."""
+    """`net` (float32) -> ONNX -> dynamically quantised int8 ONNX at `target` (written atomically), checked
+    against `net` on `PROBE_PAIRS` before it is kept.
+
+    Why `reduce_range` (weights on seven bits): onnxruntime multiplies uint8 activations by int8 weights
+    with an instruction that adds pairs of products into 16 bits on x86 CPUs without VNNI (AVX2 only),
+    and 255 x 127 x 2 overflows it. The fine-tuned mpnet-6 halves then gave logits off by about 3 and
+    everyday accuracy fell from .66 to .41 on such a CPU (docs/intent.md, "int8 on CPUs without VNNI");
+    with seven-bit weights no sum can overflow, so every x86 CPU computes the same integers.
+    """
     torch = torch_module()
     _onnxruntime(exporting=True)
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    example = pad(torch, *tokenize_pairs(tokenizer, [("asker: Would you like to help?", "start")], max_len))
+    example = pad(torch, *tokenize_pairs(tokenizer, [PROBE_PAIRS[0]], max_len))
     axes = {"ids": {0: "batch", 1: "tokens"}, "types": {0: "batch", 1: "tokens"}, "mask": {0: "batch", 1: "tokens"}}
     part = target.with_name(f"{target.name}.{os.getpid()}.{threading.get_ident()}.part")
     with tempfile.TemporaryDirectory(prefix="guardian-pairs-") as tmp, warnings.catch_warnings():
@@ -229,10 +256,30 @@ def export_int8(net: Any, tokenizer: Any, max_len: int, target: Path) -> None:
             )
         try:
             with quiet_root_logger():  # the quantiser logs advice to the root logger (stderr)
-                quantize_dynamic(str(exported), str(part), weight_type=QuantType.QInt8, per_channel=True)
+                quantize_dynamic(str(exported), str(part), weight_type=QuantType.QInt8, per_channel=True,
+                                 reduce_range=True)
+            drift = int8_drift(torch, net, tokenizer, max_len, part)
+            if drift > MAX_INT8_DRIFT:
+                raise Int8Mismatch(f"mean relative drift {drift:.2f} on the probe pairs, at most {MAX_INT8_DRIFT}")
             part.replace(target)
         finally:
             part.unlink(missing_ok=True)
+
+
+def int8_drift(torch: Any, net: Any, tokenizer: Any, max_len: int, path: Path) -> float:
+    """The mean relative distance between the outputs of the int8 file at `path` and `net` over `PROBE_PAIRS`."""
+    session = open_session(path)
+    inputs = {i.name for i in session.get_inputs()}
+    ids, types = tokenize_pairs(tokenizer, list(PROBE_PAIRS), max_len)
+    drifts = []
+    for i, t in zip(ids, types, strict=True):
+        with torch.inference_mode():
+            exact = net(*pad(torch, [i], [t]))[0].float().numpy()
+        feed = {"ids": np.array([i], dtype=np.int64), "types": np.array([t], dtype=np.int64),
+                "mask": np.ones((1, len(i)), dtype=np.int64)}
+        fast = session.run(None, {k: v for k, v in feed.items() if k in inputs})[0][0]
+        drifts.append(float(np.linalg.norm(fast - exact) / max(float(np.linalg.norm(exact)), 1e-6)))
+    return float(np.mean(drifts))
 
 
 def build_and_open(target: Path, build: Callable[[], None], *, what: str, disable: str, threads: int) -> Any:
@@ -243,6 +290,11 @@ def build_and_open(target: Path, build: Callable[[], None], *, what: str, disabl
             build()
         except ModelUnavailable:
             raise
+        except Int8Mismatch as exc:
+            raise ModelUnavailable(
+                f"the int8 copy of {what} disagrees with its float32 weights on this CPU ({exc}); "
+                f"report it with your CPU model and onnxruntime version, or {disable}"
+            ) from None
         except Exception as exc:  # exporter, quantiser or disk: one sentence, not a traceback
             raise ModelUnavailable(
                 f"could not build the int8 copy of {what} in {target.parent} "
