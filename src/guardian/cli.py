@@ -206,12 +206,18 @@ def train_intent(
         typer.Option("--everyday-half", help="With --everyday: a folder holding an everyday tuned half already "
                      "trained by the same recipe (tuned.npz), instead of fine-tuning one (10-30 min)."),
     ] = None,
+    threshold_only: Annotated[
+        bool,
+        typer.Option("--threshold-only", help="With --everyday: keep every weight and only choose the abstention "
+                     "threshold again on the file's dev part, as this machine's runtime scores it (a minute or two)."),
+    ] = False,
 ) -> None:
     """Rebuild the intent (face-act) model from the labelled data, deterministically."""
     from guardian.detectors.intent.cli import run_train_intent
 
     run_train_intent(out=out, data=data, linear_only=linear_only, encoder=encoder, layers=layers, retrain=retrain,
-                     escalate=escalation, everyday=everyday, everyday_half=everyday_half)
+                     escalate=escalation, everyday=everyday, everyday_half=everyday_half,
+                     threshold_only=threshold_only)
 
 
 # --- retrieval + LLM agents (issue 5): index --------------------------------------------------

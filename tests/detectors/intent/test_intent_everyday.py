@@ -329,3 +329,44 @@ def test_a_persuasion_halfs_probabilities_stay_out_of_an_everyday_turns_everyday
     q, g = blend(20.0, persuasion_half=True)
     assert g >= 0.5
     np.testing.assert_allclose(q, blend(20.0, persuasion_half=False)[0], atol=1e-6)
+
+
+@pytest.mark.slow
+def test_threshold_only_keeps_every_weight_and_chooses_the_threshold_on_dev(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """After a runtime change (round 6: seven-bit int8 weights) the abstention threshold is chosen again
+    on the dev part as this machine scores it; the weights stay byte for byte."""
+    import csv
+
+    from guardian.corpora.conversations import split_of
+    from guardian.detectors.intent.train import predict_in_turn_order, utterances_in_context
+
+    with EVERYDAY.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        fields, rows = reader.fieldnames, list(reader)
+    dev_ids = sorted({r["conversation_id"] for r in rows if split_of(r["conversation_id"]) == "dev"})[:8]
+    subset = tmp_path / "dev8.csv"
+    with subset.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(fields or []))
+        writer.writeheader()
+        writer.writerows(r for r in rows if r["conversation_id"] in dev_ids)
+
+    assert main(["train-intent", "--threshold-only", "--out", str(tmp_path / "m")]) == 2
+    assert "--threshold-only goes with --everyday" in capsys.readouterr().err
+    assert main(["train-intent", "--everyday", str(subset), "--threshold-only", "--out", str(tmp_path / "m")]) == 0
+    assert "chosen again on the dev part" in capsys.readouterr().out
+    for name in ("model.json", "weights.npz", "tuned.npz", "escalation.npz", "everyday.npz"):
+        assert (tmp_path / "m" / name).read_bytes() == (bundled_artifact_dir() / name).read_bytes(), name
+
+    model = IntentModel.load(tmp_path / "m")
+    assert model.everyday is not None
+    meta = model.everyday.meta
+    dev = load_faceacts(subset)
+    order, probs = predict_in_turn_order(model, dev, utterances_in_context(dev), range(len(dev)))
+    right = np.array([model.classes[int(j)] == dev[i].face_act for i, j in zip(order, probs.argmax(1), strict=True)])
+    shown = probs.max(1) >= model.abstain_below
+    assert model.abstain_below == meta["abstain_below"]
+    assert meta["dev_accuracy"] == round(float(right.mean()), 4)
+    assert meta["dev_shown_share"] == round(float(shown.mean()), 4)
+    assert meta["dev_shown_precision"] == round(float(right[shown].mean()), 4)

@@ -160,14 +160,16 @@ def _training_overlap(path: Path, trained_on: str | None) -> int:
 def run_train_intent(
     *, out: str | None, data: str | None, linear_only: bool = False, encoder: str | None = None,
     layers: int | None = None, retrain: bool = False, escalate: bool = True, everyday: str | None = None,
-    everyday_half: str | None = None,
+    everyday_half: str | None = None, threshold_only: bool = False,
 ) -> None:
     from guardian.detectors.intent.model import cached_artifact_dir
     from guardian.detectors.intent.train import train_and_save
 
     if everyday is not None:
-        _train_everyday(out=out, everyday=everyday, data=data, half=everyday_half)
+        _train_everyday(out=out, everyday=everyday, data=data, half=everyday_half, threshold_only=threshold_only)
         return
+    if threshold_only:
+        raise InputError("--threshold-only goes with --everyday FILE (the file whose dev part chooses it)")
     tune = tune_config(encoder, layers)
     escalation = escalation_config(tune, escalate=escalate)
     _limit_threads()
@@ -186,16 +188,18 @@ def run_train_intent(
                f"written to {target}")
 
 
-def _train_everyday(*, out: str | None, everyday: str, data: str | None, half: str | None) -> None:
+def _train_everyday(*, out: str | None, everyday: str, data: str | None, half: str | None,
+                    threshold_only: bool = False) -> None:
     """Fit the everyday head on top of the halves already built (the bundled artifact, or the one
     in `out` when it has one) and write it beside them: the head and gate in minutes, the everyday
     tuned half in 10-30 more (or taken from `half`: an intent artifact folder, whose everyday half is
-    reused, or a folder holding the half as tuned.npz)."""
+    reused, or a folder holding the half as tuned.npz). With `threshold_only`, every weight is kept
+    and only the abstention threshold is chosen again on the dev part (a minute or two)."""
     import shutil
 
     from guardian.corpora.datasets import faceacts_path, file_sha256, load_faceacts
     from guardian.detectors.intent.domain import EVERYDAY_TUNED_FILE
-    from guardian.detectors.intent.domain_train import train_everyday
+    from guardian.detectors.intent.domain_train import rethreshold, train_everyday
     from guardian.detectors.intent.model import (
         IntentModel,
         bundled_artifact_dir,
@@ -212,6 +216,17 @@ def _train_everyday(*, out: str | None, everyday: str, data: str | None, half: s
     if base != target:
         shutil.copytree(base, target, dirs_exist_ok=True)
     model = IntentModel.load(target)
+    if threshold_only:
+        try:
+            chosen = rethreshold(model, load_faceacts(path))
+        except ValueError as exc:
+            raise InputError(str(exc), source=everyday) from None
+        assert model.everyday is not None
+        model.everyday.save(target)
+        typer.echo(f"everyday threshold chosen again on the dev part ({chosen['dev_accuracy']:.3f} right): intents "
+                   f"shown below {chosen['abstain_below']:.3f} withheld, precision {chosen['dev_shown_precision']:.3f} "
+                   f"on {chosen['dev_shown_share']:.0%} of the dev turns; written to {target}")
+        return
     tuned = None
     if half:  # an intent artifact folder (its everyday half), or a folder holding the half as tuned.npz
         everyday_file = Path(half) / EVERYDAY_TUNED_FILE

@@ -268,8 +268,6 @@ def train_everyday(model: IntentModel, persuasion: Sequence[FaceActUtterance], e
     (scored as the live detector runs); with `deep`, the deep head on frozen mpnet-6 vectors too
     (`deep_fit`: `fit_deep`'s options, for experiments). `tuned_weight`: the half's share beside
     the head. Returns what was chosen."""
-    from guardian.detectors.intent.train import predict_in_turn_order
-
     train, dev = part_of(everyday, "train"), part_of(everyday, "dev")
     if not train or not dev:
         raise ValueError("the everyday file has no conversations in its train or dev part")
@@ -289,11 +287,32 @@ def train_everyday(model: IntentModel, persuasion: Sequence[FaceActUtterance], e
         meta["deep_fit"] = {"c": DEEP_C, "power": DEEP_POWER}
     with_everyday(model, head, gate, tuned_weight=tuned_weight, abstain_below=0.0, meta=meta, tuned=tuned,
                   deep=fit_deep(train, **(deep_fit or {})) if deep else None)
+    return choose_threshold(model, dev)
+
+
+def rethreshold(model: IntentModel, everyday: Sequence[FaceActUtterance]) -> dict[str, Any]:
+    """Choose the everyday side's abstention threshold again on the dev part of `everyday`, keeping
+    every weight: what `guardian train-intent --everyday FILE --threshold-only` does after the
+    runtime changed how the halves score (round 6: seven-bit int8 weights). Returns what was chosen."""
+    if model.everyday is None:
+        raise ValueError("the intent model has no everyday side to choose a threshold for; train it with --everyday")
+    dev = part_of(everyday, "dev")
+    if not dev:
+        raise ValueError("the everyday file has no conversations in its dev part")
+    return choose_threshold(model, dev)
+
+
+def choose_threshold(model: IntentModel, dev: Sequence[FaceActUtterance]) -> dict[str, Any]:
+    """Score `dev` as the live detector runs (turn order, all halves) and set the everyday side's
+    abstention threshold by the Wilson rule (`precision_threshold(..., z=SHOWN_PRECISION_Z)`)."""
+    from guardian.detectors.intent.train import predict_in_turn_order
+
+    assert model.everyday is not None
+    model.everyday.abstain_below = 0.0
     order, probs = predict_in_turn_order(model, dev, utterances_in_context(dev), range(len(dev)))
     correct = np.array([model.classes[int(j)] == dev[i].face_act for i, j in zip(order, probs.argmax(1), strict=True)])
     threshold, precision, coverage = precision_threshold(probs.max(1), correct, target=SHOWN_PRECISION,
                                                          z=SHOWN_PRECISION_Z)
-    assert model.everyday is not None
     model.everyday.abstain_below = threshold
     model.everyday.meta.update({"dev_accuracy": round(float(correct.mean()), 4), "dev_shown_precision": round(precision, 4),
                                 "dev_shown_share": round(coverage, 4), "abstain_below": threshold})
