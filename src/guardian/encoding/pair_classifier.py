@@ -218,7 +218,7 @@ PROBE_PAIRS: tuple[tuple[str, str], ...] = (
     ("B: " + "Honestly, nobody else would put up with you, and you know it. " * 6, "A: That is not fair."),
 )
 #: The int8 file must agree with float32 on `PROBE_PAIRS` at least this well: the relative distance
-#: |int8 - float32| / |float32| of the output vectors (logits or pooled vectors), averaged over the
+#: |int8 - float32| / max(|float32|, 1) of the output vectors (logits or pooled vectors), averaged over the
 #: probes, at most this much. Measured on the bundled halves: .04-.18 with seven-bit weights; .87 and
 #: 1.59 for the mpnet-6 halves with eight-bit weights on an AVX2 CPU, whose integer sums overflowed.
 MAX_INT8_DRIFT = 0.5
@@ -278,7 +278,8 @@ def int8_drift(torch: Any, net: Any, tokenizer: Any, max_len: int, path: Path) -
         feed = {"ids": np.array([i], dtype=np.int64), "types": np.array([t], dtype=np.int64),
                 "mask": np.ones((1, len(i)), dtype=np.int64)}
         fast = session.run(None, {k: v for k, v in feed.items() if k in inputs})[0][0]
-        drifts.append(float(np.linalg.norm(fast - exact) / max(float(np.linalg.norm(exact)), 1e-6)))
+        # Relative, but absolute under a norm of 1: a barely trained head's near-zero logits are not a mismatch.
+        drifts.append(float(np.linalg.norm(fast - exact) / max(float(np.linalg.norm(exact)), 1.0)))
     return float(np.mean(drifts))
 
 
