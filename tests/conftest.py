@@ -8,10 +8,17 @@ from pathlib import Path
 import pytest
 from platformdirs import user_cache_path
 
+from guardian._env import apply_process_defaults
 from guardian.config import settings
 from guardian.conversation import Conversation
 
 REPO = Path(__file__).resolve().parent.parent
+
+# The test process starts as guardian's own processes do (one OpenMP thread) before any test imports torch:
+# otherwise torch keeps two threads in the main thread while the intent model's encoder thread has one, and a
+# float32 MiniLM vector differs in its last bit with the thread count (1.2e-7), so rows that must be equal
+# to the bit (bulk batched vs alone) depended on which test imported torch first (an AVX2-only host, 2026-11-27).
+apply_process_defaults()
 
 
 @pytest.fixture(scope="session")

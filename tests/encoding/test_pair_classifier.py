@@ -35,13 +35,13 @@ def test_the_bundled_mpnet_halves_follow_float32_as_int8(tmp_path: Path, monkeyp
     import torch
 
     from guardian.corpora.datasets import load_faceacts
-    from guardian.detectors.intent.model import load_model
+    from guardian.detectors.intent.model import IntentModel, bundled_artifact_dir
     from guardian.detectors.intent.train import utterances_in_context
     from guardian.detectors.intent.tuned import pair_text
     from guardian.locations import bundled_data_dir
 
     monkeypatch.setenv("GUARDIAN_CACHE_DIR", str(tmp_path))
-    model = load_model()
+    model = IntentModel.load(bundled_artifact_dir())  # fresh halves: their int8 files are built here, checked
     rows = load_faceacts(bundled_data_dir() / "faceacts" / "everyday.csv")
     keep = sorted({r.conversation_id for r in rows})[:6]
     rows = [r for r in rows if r.conversation_id in keep]
