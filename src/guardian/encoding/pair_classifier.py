@@ -444,8 +444,9 @@ class PairClassifier:
     def save(self, directory: Path, *, file: str, int8: bool = False) -> None:
         """Weights as float16, or with `int8` each layer's weight matrices as int8 per output row plus a
         scale (half the size: 43 MB for mpnet-6). The scheme is onnxruntime's per-channel symmetric one
-        (scale = max |w| / 127 per output channel), so the int8 runtime re-quantises the stored values to
-        the same integers; other parameters (biases, norms, MPNet's relative-position table) stay float16."""
+        (scale = max |w| / 127 per output channel); since RUNTIME_VERSION 2 the runtime re-quantises the
+        stored values to seven bits (`export_int8`), within one step of what it makes of the float weights;
+        other parameters (biases, norms, MPNet's relative-position table) stay float16."""
         directory.mkdir(parents=True, exist_ok=True)
         arrays: dict[str, np.ndarray] = {}
         for k, v in self.layers.items():

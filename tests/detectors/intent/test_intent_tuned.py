@@ -524,8 +524,9 @@ def test_only_unsure_utterances_are_escalated_and_they_get_the_escalation_half(t
     reloaded = IntentModel.load(tmp_path)
     assert reloaded.escalation is not None and reloaded.escalate_below == model.escalate_below
     assert reloaded.escalation.threads == 2
-    # int8 storage is onnxruntime's own scheme: the reloaded half runs the very same integers
-    np.testing.assert_allclose(reloaded.escalation.predict_proba(pairs), deep.predict_proba(pairs), atol=1e-6)
+    # int8 storage (eight bits per weight); the runtime re-quantises both to seven bits (pair_classifier
+    # RUNTIME_VERSION 2), so the reloaded half's integers may differ by one step: probabilities within 5e-3
+    np.testing.assert_allclose(reloaded.escalation.predict_proba(pairs), deep.predict_proba(pairs), atol=5e-3)
     np.testing.assert_allclose(reloaded.predict_proba(utts)[0], mixed, atol=2e-3)  # linear weights: float16
     (tmp_path / ESCALATION_FILE).unlink()
     with pytest.raises(ModelUnavailable, match=r"escalation\.npz"):
