@@ -356,7 +356,7 @@ def test_threshold_only_keeps_every_weight_and_chooses_the_threshold_on_dev(
     assert main(["train-intent", "--threshold-only", "--out", str(tmp_path / "m")]) == 2
     assert "--threshold-only goes with --everyday" in capsys.readouterr().err
     assert main(["train-intent", "--everyday", str(subset), "--threshold-only", "--out", str(tmp_path / "m")]) == 0
-    assert "chosen again on the dev part" in capsys.readouterr().out
+    assert "threshold chosen again, weights kept" in capsys.readouterr().out
     for name in ("model.json", "weights.npz", "tuned.npz", "escalation.npz", "everyday.npz"):
         assert (tmp_path / "m" / name).read_bytes() == (bundled_artifact_dir() / name).read_bytes(), name
 

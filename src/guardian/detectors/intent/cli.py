@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
@@ -216,30 +217,26 @@ def _train_everyday(*, out: str | None, everyday: str, data: str | None, half: s
     if base != target:
         shutil.copytree(base, target, dirs_exist_ok=True)
     model = IntentModel.load(target)
-    if threshold_only:
-        try:
-            chosen = rethreshold(model, load_faceacts(path))
-        except ValueError as exc:
-            raise InputError(str(exc), source=everyday) from None
-        assert model.everyday is not None
-        model.everyday.save(target)
-        typer.echo(f"everyday threshold chosen again on the dev part ({chosen['dev_accuracy']:.3f} right): intents "
-                   f"shown below {chosen['abstain_below']:.3f} withheld, precision {chosen['dev_shown_precision']:.3f} "
-                   f"on {chosen['dev_shown_share']:.0%} of the dev turns; written to {target}")
-        return
-    tuned = None
-    if half:  # an intent artifact folder (its everyday half), or a folder holding the half as tuned.npz
-        everyday_file = Path(half) / EVERYDAY_TUNED_FILE
-        tuned = TunedFaceActs.load(Path(half), file=EVERYDAY_TUNED_FILE) if everyday_file.is_file() \
-            else TunedFaceActs.load(Path(half))
-    try:
-        chosen = train_everyday(model, load_faceacts(Path(data) if data else faceacts_path()), load_faceacts(path),
-                                data_sha256=file_sha256(path), tuned=tuned,
+    run: Callable[[], dict[str, Any]]
+    if threshold_only:  # every weight kept: only the abstention threshold, on the dev part
+        lead = "everyday threshold chosen again, weights kept"
+        run = functools.partial(rethreshold, model, load_faceacts(path))
+    else:
+        tuned = None
+        if half:  # an intent artifact folder (its everyday half), or a folder holding the half as tuned.npz
+            everyday_file = Path(half) / EVERYDAY_TUNED_FILE
+            tuned = TunedFaceActs.load(Path(half), file=EVERYDAY_TUNED_FILE) if everyday_file.is_file() \
+                else TunedFaceActs.load(Path(half))
+        lead = "everyday head"
+        run = functools.partial(train_everyday, model, load_faceacts(Path(data) if data else faceacts_path()),
+                                load_faceacts(path), data_sha256=file_sha256(path), tuned=tuned,
                                 progress=None if tuned else _progress("fine-tuning the everyday half"))
+    try:
+        chosen = run()
     except ValueError as exc:
         raise InputError(str(exc), source=everyday) from None
     assert model.everyday is not None
     model.everyday.save(target)
-    typer.echo(f"everyday head ({chosen['n_train']} train utterances; dev accuracy {chosen['dev_accuracy']:.3f}, "
+    typer.echo(f"{lead} ({chosen['n_train']} train utterances; dev accuracy {chosen['dev_accuracy']:.3f}, "
                f"intents shown below {chosen['abstain_below']:.3f} withheld: precision {chosen['dev_shown_precision']:.3f} "
                f"on {chosen['dev_shown_share']:.0%} of the dev turns) written to {target}")
