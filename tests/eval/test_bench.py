@@ -22,7 +22,7 @@ def test_latency_runs_report_medians_of_runs() -> None:
 
 @pytest.mark.slow
 def test_detect_suite_in_process() -> None:
-    figures = run_suite("detect", runs=5)
+    figures = run_suite("detect", runs=1)
     assert "error" not in figures, figures
     assert figures["per_turn"]["p50_ms"] > 0
     assert figures["batch_dialogues_per_s"] > 0
@@ -31,7 +31,7 @@ def test_detect_suite_in_process() -> None:
 
 @pytest.mark.slow
 def test_monitor_suite_in_its_own_process() -> None:
-    result = run_bench(["monitor"], runs=5)
+    result = run_bench(["monitor"], runs=1)
     assert result["machine"] == machine()
     figures = result["suites"]["monitor"]
     assert "error" not in figures, figures
