@@ -244,7 +244,7 @@ def _same_but_rounding(got: object, expected: object) -> bool:
     from pydantic import BaseModel
 
     if isinstance(got, BaseModel):
-        return type(got) is type(expected) and _same_but_rounding(got.model_dump(), expected.model_dump())  # type: ignore[union-attr]
+        return type(got) is type(expected) and _same_but_rounding(got.model_dump(), expected.model_dump())
     if isinstance(got, float) and isinstance(expected, float):
         return math.isclose(got, expected, rel_tol=1e-5, abs_tol=1e-7)
     if isinstance(got, (tuple, list)) and isinstance(expected, (tuple, list)):

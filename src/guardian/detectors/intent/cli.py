@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, cast
 
 import typer
 
@@ -217,22 +216,19 @@ def _train_everyday(*, out: str | None, everyday: str, data: str | None, half: s
     if base != target:
         shutil.copytree(base, target, dirs_exist_ok=True)
     model = IntentModel.load(target)
-    run: Callable[[], dict[str, Any]]
-    if threshold_only:  # every weight kept: only the abstention threshold, on the dev part
-        lead = "everyday threshold chosen again, weights kept"
-        run = functools.partial(rethreshold, model, load_faceacts(path))
-    else:
-        tuned = None
-        if half:  # an intent artifact folder (its everyday half), or a folder holding the half as tuned.npz
-            everyday_file = Path(half) / EVERYDAY_TUNED_FILE
-            tuned = TunedFaceActs.load(Path(half), file=EVERYDAY_TUNED_FILE) if everyday_file.is_file() \
-                else TunedFaceActs.load(Path(half))
-        lead = "everyday head"
-        run = functools.partial(train_everyday, model, load_faceacts(Path(data) if data else faceacts_path()),
-                                load_faceacts(path), data_sha256=file_sha256(path), tuned=tuned,
-                                progress=None if tuned else _progress("fine-tuning the everyday half"))
+    tuned = None
+    if half and not threshold_only:  # an intent artifact folder (its everyday half), or a folder holding tuned.npz
+        everyday_file = Path(half) / EVERYDAY_TUNED_FILE
+        tuned = TunedFaceActs.load(Path(half), file=EVERYDAY_TUNED_FILE) if everyday_file.is_file() \
+            else TunedFaceActs.load(Path(half))
+    lead = "everyday threshold chosen again, weights kept" if threshold_only else "everyday head"
     try:
-        chosen = run()
+        if threshold_only:  # every weight kept: only the abstention threshold, on the dev part
+            chosen = rethreshold(model, load_faceacts(path))
+        else:
+            chosen = train_everyday(model, load_faceacts(Path(data) if data else faceacts_path()), load_faceacts(path),
+                                    data_sha256=file_sha256(path), tuned=tuned,
+                                    progress=None if tuned else _progress("fine-tuning the everyday half"))
     except ValueError as exc:
         raise InputError(str(exc), source=everyday) from None
     assert model.everyday is not None
