@@ -47,7 +47,8 @@ EVERYDAY = Path("data/faceacts/everyday.csv")
 def unlabelled(scale: float, seed: int) -> list[FaceActUtterance]:
     """Stretches of 4 turns of train-part conversations that no labelling round drew (face_act: a placeholder)."""
     with EVERYDAY.open(encoding="utf-8") as f:
-        taken = {row["conversation_id"] for row in csv.DictReader(f)}
+        # rounds 1-6 only: round 7 drew from outside this pool, which stays the same draw
+        taken = {row["conversation_id"] for row in csv.DictReader(f) if int(row.get("round") or 1) <= 6}
     pools = faceacts_sample.source_pools()
     rng = random.Random(seed)
     rows: list[FaceActUtterance] = []
