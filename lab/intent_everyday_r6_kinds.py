@@ -7,7 +7,9 @@ a user of one kind sees. This runs an artifact over a split part as `guardian ev
 and prints accuracy, macro-F1 and the shown intents' precision and share per source corpus, per
 labelling round, and on the turns both labellers agreed on against those they did not (the
 adjudicated ones: how much of the error is the labels' own ambiguity). No choice is made here.
-Usage: python lab/intent_everyday_r6_kinds.py [ARTIFACT_DIR] [--part test]
+With `--round N`, the turns of labelling round N whatever their part (round 7: train-part turns, held out
+only from an artifact whose head and half were built without them).
+Usage: python lab/intent_everyday_r6_kinds.py [ARTIFACT_DIR] [--part test | --round N]
 """
 
 from __future__ import annotations
@@ -30,12 +32,16 @@ EVERYDAY = Path("data/faceacts/everyday.csv")
 
 def main(argv: list[str]) -> None:
     part = argv[argv.index("--part") + 1] if "--part" in argv else "test"
-    paths = [a for i, a in enumerate(argv) if not a.startswith("--") and (i == 0 or argv[i - 1] != "--part")]
+    round_only = argv[argv.index("--round") + 1] if "--round" in argv else None
+    paths = [a for i, a in enumerate(argv) if not a.startswith("--") and (i == 0 or argv[i - 1] not in ("--part", "--round"))]
     model = IntentModel.load(Path(paths[0])) if paths else load_model()
     rows = load_faceacts(EVERYDAY)
     with EVERYDAY.open(encoding="utf-8") as f:
         table = list(csv.DictReader(f))
-    keep = [i for i, r in enumerate(rows) if split_of(r.conversation_id) == part]
+    keep = [i for i, r in enumerate(rows) if split_of(r.conversation_id) == part] if round_only is None \
+        else [i for i, t in enumerate(table) if t["round"] == round_only]
+    if round_only is not None:
+        part = f"round {round_only}"
     order, probs = predict_in_turn_order(model, rows, utterances_in_context(rows), keep)
     predicted = [model.classes[j] for j in probs.argmax(1)]
     confident = probs.max(1) >= model.abstain_below
