@@ -92,11 +92,12 @@ def test_the_everyday_set_splits_by_conversation_and_keeps_both_labels() -> None
     third = [r for r in table if r["face_act"] not in (r["label_a"], r["label_b"])]
     assert sorted(r["round"] for r in third) == ["2"] * 4 + ["6"] * 2
     assert all(r["face_act"] in {a for (n, _), a in adjudicated.items() if n == r["round"]} for r in third)
-    assert {r["round"] for r in table} == {"1", "2", "3", "4", "5", "6"}
-    # rounds 2-5 are training data; the held-out test part is round 1's conversations and round 6's,
-    # which were drawn from the test part only
+    assert {r["round"] for r in table} == {"1", "2", "3", "4", "5", "6", "7"}
+    # rounds 2-5 and 7 are training data; the held-out test part is round 1's conversations and round 6's,
+    # which were drawn from the test part only; round 7 from the train part only
     assert {r["round"] for r in table if r["conversation_id"] in ids["test"]} == {"1", "6"}
     assert all(r["conversation_id"] in ids["test"] for r in table if r["round"] == "6")
+    assert all(r["conversation_id"] in ids["train"] for r in table if r["round"] == "7")
 
 
 def test_renderers_show_no_intent_for_an_abstained_turn() -> None:
