@@ -30,6 +30,7 @@ from guardian.detectors.intent.domain_train import (
     TUNE_LR,
     TUNE_REPEAT,
     TUNE_REPLAY,
+    labelled_pairs,
     part_of,
 )
 from guardian.detectors.intent.model import load_model
@@ -88,13 +89,10 @@ def main(argv: list[str]) -> None:
     start = model.escalation
     assert start is not None
 
-    def pairs(rows: list[FaceActUtterance]) -> list[tuple[str, str]]:
-        return [pair_text(u.text, u.speaker, u.opener, u.context) for u in utterances_in_context(rows)]
-
     replayed = random.Random(25).sample(range(len(persuasion)), TUNE_REPLAY)
-    pe_pairs = pairs(persuasion)
+    pe_pairs = labelled_pairs(persuasion)
     pseudo_pairs = [pair_text(utts[i].text, utts[i].speaker, utts[i].opener, utts[i].context) for i, _ in keep]
-    x = pairs(train) * TUNE_REPEAT + pseudo_pairs + [pe_pairs[i] for i in replayed]
+    x = labelled_pairs(train) * TUNE_REPEAT + pseudo_pairs + [pe_pairs[i] for i in replayed]
     y = [r.face_act for r in train] * TUNE_REPEAT + [a for _, a in keep] + [persuasion[i].face_act for i in replayed]
     from dataclasses import replace
 

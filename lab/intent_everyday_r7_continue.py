@@ -23,10 +23,9 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from guardian.corpora.datasets import FaceActUtterance, faceacts_path, load_faceacts
-from guardian.detectors.intent.domain_train import part_of
-from guardian.detectors.intent.train import utterances_in_context
-from guardian.detectors.intent.tuned import TunedFaceActs, pair_text
+from guardian.corpora.datasets import faceacts_path, load_faceacts
+from guardian.detectors.intent.domain_train import labelled_pairs, part_of
+from guardian.detectors.intent.tuned import TunedFaceActs
 from guardian.detectors.intent.tuned_train import train_tuned
 from guardian.locations import package_dir
 
@@ -50,11 +49,8 @@ def main(argv: list[str]) -> None:
     train = part_of(load_faceacts(EVERYDAY), "train")
     persuasion = load_faceacts(faceacts_path())
 
-    def pairs(rows: list[FaceActUtterance]) -> list[tuple[str, str]]:
-        return [pair_text(u.text, u.speaker, u.opener, u.context) for u in utterances_in_context(rows)]
-
     # Pairs are built over whole conversations (context needs the turns before), then split by round.
-    train_pairs = pairs(train)
+    train_pairs = labelled_pairs(train)
     new = [i for i, r in enumerate(train) if (r.conversation_id, r.turn) in new_keys]
     old = [i for i, r in enumerate(train) if (r.conversation_id, r.turn) not in new_keys]
     rng = random.Random(seed)
@@ -64,7 +60,7 @@ def main(argv: list[str]) -> None:
         if not new:
             raise SystemExit("no round 7 rows in the train part of data/faceacts/everyday.csv")
         chosen = new * repeat + rng.sample(old, min(len(old), replay))
-    pe_pairs = pairs(persuasion)
+    pe_pairs = labelled_pairs(persuasion)
     pe = rng.sample(range(len(persuasion)), 150)
     x = [train_pairs[i] for i in chosen] + [pe_pairs[i] for i in pe]
     y = [train[i].face_act for i in chosen] + [persuasion[i].face_act for i in pe]

@@ -29,7 +29,7 @@ from guardian.detectors.intent.model import (
     side_text,
 )
 from guardian.detectors.intent.train import CLASS_WEIGHT_POWER, utterances_in_context
-from guardian.detectors.intent.tuned import TunedFaceActs
+from guardian.detectors.intent.tuned import TunedFaceActs, pair_text
 from guardian.encoding.finetune import class_weights
 from guardian.encoding.sentence_encoder import SentenceEncoder
 from guardian.taxonomy import FaceAct
@@ -239,6 +239,11 @@ SHOWN_PRECISION = 0.85
 SHOWN_PRECISION_Z = 1.2816
 
 
+def labelled_pairs(rows: Sequence[FaceActUtterance]) -> list[tuple[str, str]]:
+    """The tuned halves' input pair of each row, in row order (context from the rows before it in its conversation)."""
+    return [pair_text(u.text, u.speaker, u.opener, u.context) for u in utterances_in_context(rows)]
+
+
 def tune_everyday_half(start: TunedFaceActs, persuasion: Sequence[FaceActUtterance],
                        train: Sequence[FaceActUtterance], *, progress: Callable[[int, int], None] | None = None,
                        repeat: int = TUNE_REPEAT, replay: int = TUNE_REPLAY, epochs: int = TUNE_EPOCHS,
@@ -246,15 +251,11 @@ def tune_everyday_half(start: TunedFaceActs, persuasion: Sequence[FaceActUtteran
     """The everyday tuned half (recipe `TUNE_*` by default): about 10 minutes from mpnet-6 on the 2 idle cores."""
     import random
 
-    from guardian.detectors.intent.tuned import pair_text
     from guardian.detectors.intent.tuned_train import train_tuned
 
-    def pairs(rows: Sequence[FaceActUtterance]) -> list[tuple[str, str]]:
-        return [pair_text(u.text, u.speaker, u.opener, u.context) for u in utterances_in_context(rows)]
-
     replayed = random.Random(25).sample(range(len(persuasion)), min(replay, len(persuasion)))
-    pe_pairs = pairs(persuasion)
-    x = pairs(train) * repeat + [pe_pairs[i] for i in replayed]
+    pe_pairs = labelled_pairs(persuasion)
+    x = labelled_pairs(train) * repeat + [pe_pairs[i] for i in replayed]
     y = [r.face_act for r in train] * repeat + [persuasion[i].face_act for i in replayed]
     return train_tuned(x, y, config=replace(start.config, epochs=epochs, lr=lr), start=start, progress=progress)
 
