@@ -8,11 +8,14 @@ CLI's entry point prints it as one sentence and exits 2, as for every other comm
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
-from guardian.errors import GuardianError
+from guardian.errors import GuardianError, InputError
+
+if TYPE_CHECKING:
+    from guardian.corpora.conversations import Split as Part
 
 eval_app = typer.Typer(help="Measure a detector on a labelled dataset (data the model never trained on).")
 
@@ -179,11 +182,33 @@ def eval_faceacts(
         typer.Option("--split", help="Only the conversations of this part (train | dev | test, split by a hash of "
                      "the conversation id): the everyday set's held-out part is `--split test`."),
     ] = None,
+    detector: Annotated[
+        str, typer.Option("--detector", "-d", help="local (the intent model) | llm (the LLM intent agent; needs "
+                          "llm.base_url; llm.samples calls x 2 per turn)."),
+    ] = "local",
+    limit: Annotated[
+        int | None, typer.Option("--limit", min=1, help="llm: a seeded random sample of N conversations.")
+    ] = None,
 ) -> None:
     """Face-act accuracy, macro-F1, per-class P/R/F1 and latency of the intent model on a CSV."""
     from guardian.detectors.intent.cli import run_eval_faceacts
 
     if output_format not in ("text", "json"):
         raise GuardianError("--format must be one of text, json")
+    if detector == "llm":
+        from guardian.detectors.intent.cli import print_faceacts
+        from guardian.eval.llm_faceacts import evaluate_file
+
+        if cv:
+            raise GuardianError("--cv trains the local model; the LLM agent has nothing to train: drop --cv")
+        if not Path(file).is_file():
+            raise InputError("file not found", source=file)
+        if split not in (None, "train", "dev", "test"):
+            raise InputError(f"--split must be train, dev or test, not {split!r}")
+        result = evaluate_file(Path(file), split=cast("Part | None", split), limit=limit, show_progress=True)
+        print_faceacts(result, output_format=output_format)
+        return
+    if detector != "local":
+        raise GuardianError("--detector must be local or llm")
     run_eval_faceacts(file, output_format=output_format, cv=cv, linear_only=linear_only, retrain=retrain,
                       encoder=encoder, layers=layers, escalate=escalation, split=split)

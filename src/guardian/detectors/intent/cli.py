@@ -7,7 +7,7 @@ import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import typer
 
@@ -92,6 +92,11 @@ def run_eval_faceacts(
         if part == "dev" and model.everyday is not None and (
                 model.everyday.meta.get("data_sha256") == _sha256(path) or _shares_everyday_train(path)):
             result["mode"] += " (dev part: the abstention threshold was chosen on it; --split test is held out)"
+    print_faceacts(result, output_format=output_format)
+
+
+def print_faceacts(result: dict[str, Any], *, output_format: str) -> None:
+    """The face-act metrics as JSON or a table (the local model's and the LLM agent's alike)."""
     if output_format == "json":
         typer.echo(json.dumps(result, sort_keys=True))
         return

@@ -3,8 +3,11 @@
 Seed 002 Appendix E: a zero-shot chain-of-thought question in two calls, first a
 *reason explanation* (is the intention stated or implied, and what is it), then an
 *option selection* that reads that reasoning and picks one lettered option. The
-options here are the nine face acts in plain words (guardian.taxonomy), so the
-answer maps onto an `Intent`; votes over `samples` runs give its score.
+options here are the nine face acts, named by their codes and defined in the system
+message by the labelling guidelines of the everyday face-act set (`prompts/intent_guidelines.md`,
+the same as `data/README.md`'s), so the agent draws the lines the set and the local model draw
+(an information question is `hneg-`, a plain answer `other`); the answer maps onto an `Intent`,
+and votes over `samples` runs give its score.
 """
 
 from __future__ import annotations
@@ -53,7 +56,8 @@ class IntentChoice(BaseModel):
 
 
 def options_text() -> str:
-    return " ".join(f"({LETTERS[i]}) The speaker {act.general_intention}." for i, act in enumerate(OPTIONS))
+    """The lettered options: each face act's code, as the guidelines in the system message define it."""
+    return " ".join(f"({LETTERS[i]}) {act.value}" for i, act in enumerate(OPTIONS))
 
 
 def reason_messages(window: Conversation, *, token: str | None = None) -> list[BaseMessage]:
@@ -76,7 +80,7 @@ def reason_messages(window: Conversation, *, token: str | None = None) -> list[B
 
 
 def load_system() -> str:
-    return render(Prompt.INTENT_SYSTEM)
+    return render(Prompt.INTENT_SYSTEM, guidelines=render(Prompt.INTENT_GUIDELINES).strip())
 
 
 def select_messages(reasoning_prompt: list[BaseMessage], reasoning: str) -> list[BaseMessage]:

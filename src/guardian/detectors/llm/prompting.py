@@ -41,6 +41,7 @@ class Prompt(StrEnum):
     MANIPULATION_SYSTEM = "manipulation_system.md"
     MANIPULATION_TASK = "manipulation_task.md"
     INTENT_SYSTEM = "intent_system.md"
+    INTENT_GUIDELINES = "intent_guidelines.md"
     INTENT_REASON = "intent_reason.md"
     INTENT_SELECT = "intent_select.md"
 

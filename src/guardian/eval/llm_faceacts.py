@@ -1,0 +1,154 @@
+"""`guardian eval faceacts FILE --detector llm`: the LLM intent agent measured on a face-act CSV.
+
+The local intent model and the LLM second opinion answer the same question (which face act is the
+latest turn); a user choosing between them, or a team checking a new endpoint, needs both scored on
+the same held-out turns with the same metrics. Each row is asked as the product asks it: the agent
+reads a window of the conversation that ends with the row's turn (the file's earlier turns of that
+conversation, and for a stretch that starts mid-way, the turn before it as the file records it).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from guardian.conversation import Conversation, Turn
+from guardian.corpora.datasets import FaceActUtterance
+from guardian.errors import InputError, ModelUnavailable
+from guardian.taxonomy import FaceAct
+
+if TYPE_CHECKING:
+    from langchain_core.language_models import BaseChatModel
+
+    from guardian.config import LLMSettings
+    from guardian.corpora.conversations import Split as Part
+
+#: Who said the turn before a stretch that starts mid-way: the file does not say.
+EARLIER_SPEAKER = "Earlier speaker"
+#: Turns the agent reads, the row's included (the LLM detector's default window).
+WINDOW = 10
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FaceActWindow:
+    """One row to ask about: its index in the file and the conversation up to its turn."""
+
+    row: int
+    window: Conversation
+
+
+def faceact_windows(rows: Sequence[FaceActUtterance], indices: Sequence[int], *, size: int = WINDOW) -> list[FaceActWindow]:
+    """The window each of `indices` is asked with, in the file's turn order per conversation.
+
+    Turn numbers are the file's, so the prompt's `[turn N]` is the turn's place in its dialogue."""
+    by_conv: dict[str, list[int]] = defaultdict(list)
+    for i, r in enumerate(rows):
+        by_conv[r.conversation_id].append(i)
+    out: list[FaceActWindow] = []
+    wanted = set(indices)
+    for conv, idx in by_conv.items():
+        idx.sort(key=lambda i: rows[i].turn)
+        first = rows[idx[0]]
+        turns: list[Turn] = []
+        if first.previous and first.turn > 0:
+            turns.append(Turn(index=first.turn - 1, speaker=EARLIER_SPEAKER, text=first.previous))
+        for i in idx:
+            r = rows[i]
+            if turns and r.turn <= turns[-1].index:
+                continue  # a repeated turn number: keep the first, the window must stay in order
+            turns.append(Turn(index=r.turn, speaker=r.speaker, text=r.utterance))
+            if i in wanted:
+                out.append(FaceActWindow(row=i, window=Conversation(id=conv, turns=tuple(turns[-size:]))))
+    return out
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentRun:
+    """What the agent said for the windows it was asked about, and what that cost."""
+
+    rows: tuple[int, ...]
+    predicted: tuple[FaceAct | None, ...]
+    failures: int
+    latency_ms: tuple[float, ...]
+
+    def latency(self) -> dict[str, float]:
+        lat = sorted(self.latency_ms) or [0.0]
+        return {"latency_ms_p50": round(statistics.median(lat), 1),
+                "latency_ms_p95": round(lat[min(len(lat) - 1, int(0.95 * len(lat)))], 1)}
+
+
+def run_agent(windows: Sequence[FaceActWindow], analyze: Callable[[Conversation], FaceAct | None],
+              *, progress: Callable[[int], None] | None = None) -> AgentRun:
+    """Ask `analyze` about each window; None (no answer: the endpoint failed) is counted, not guessed."""
+    predicted: list[FaceAct | None] = []
+    latency: list[float] = []
+    for w in windows:
+        started = time.perf_counter()
+        predicted.append(analyze(w.window))
+        latency.append((time.perf_counter() - started) * 1000)
+        if progress is not None:
+            progress(1)
+    return AgentRun(rows=tuple(w.row for w in windows), predicted=tuple(predicted),
+                    failures=sum(p is None for p in predicted), latency_ms=tuple(latency))
+
+
+def evaluate_file(
+    path: str | Path, *, split: Part | None = None, limit: int | None = None, model: BaseChatModel | None = None,
+    settings: LLMSettings | None = None, show_progress: bool = False,
+) -> dict[str, Any]:
+    """The intent agent's accuracy, macro-F1 and per-act figures on a face-act CSV (or its `split`
+    part), what it cost, and how often it gave no answer; `limit`: a seeded sample of that many
+    conversations (every turn of each), since an endpoint is slow or paid per call."""
+    from tqdm import tqdm
+
+    from guardian.corpora.conversations import split_of
+    from guardian.corpora.datasets import load_faceacts
+    from guardian.detectors.intent.train import metrics
+    from guardian.detectors.llm.intent import IntentAgent
+    from guardian.detectors.llm.manipulation import LLMDetector
+
+    rows = load_faceacts(Path(path))
+    keep = [i for i, r in enumerate(rows) if split is None or split_of(r.conversation_id) == split]
+    if not keep:
+        raise InputError("no utterances in the file" + (f" in its {split} part" if split else ""), source=str(path))
+    if limit is not None:
+        conversations = sorted({rows[i].conversation_id for i in keep})
+        if limit < len(conversations):
+            rng = np.random.default_rng(17)
+            picked = set(rng.choice(conversations, size=limit, replace=False).tolist())
+            keep = [i for i in keep if rows[i].conversation_id in picked]
+    detector = LLMDetector(model=model, settings=settings, use_store=False)
+    if detector.unavailable:
+        raise ModelUnavailable(f"cannot evaluate the LLM intent agent: {detector.unavailable}")
+    agent = IntentAgent(detector.client, samples=detector.cfg.samples, detector="llm")
+    failures: list[str] = []
+
+    def analyze(window: Conversation) -> FaceAct | None:
+        intent, error = agent.analyze(window)
+        if intent is None and error is not None:
+            failures.append(str(error))
+        return intent.face_act if intent is not None else None
+
+    windows = faceact_windows(rows, keep)
+    with tqdm(total=len(windows), desc="asking the LLM intent agent", disable=not show_progress, leave=False) as bar:
+        run = run_agent(windows, analyze, progress=bar.update)
+    answered = [(rows[i].face_act, p) for i, p in zip(run.rows, run.predicted, strict=True) if p is not None]
+    if not answered:
+        raise ModelUnavailable(f"the LLM intent agent answered none of {len(windows)} turns"
+                               + (f" (first error: {failures[0]})" if failures else ""))
+    result = metrics([t for t, _ in answered], [p for _, p in answered])
+    result.update(run.latency())
+    result["mode"] = (f"LLM intent agent ({detector.cfg.samples} sample(s) a turn), {len(answered)} of {len(windows)} "
+                      "turns answered" + (f", {split} part" if split else ""))
+    result["unanswered"] = run.failures
+    result["llm_calls"] = agent.usage.calls
+    result["llm_failed_calls"] = agent.usage.failed_calls
+    result["llm_tokens"] = agent.usage.tokens
+    return result
