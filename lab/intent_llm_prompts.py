@@ -5,7 +5,9 @@ this machine has none with a model worth measuring. To compare prompt versions a
 the exact messages the agent sends (system + question, one JSON object per row) for the turns of a
 part, so that LLM agents can answer them as the endpoint would; `--score` reads their answers
 (`{"row": N, "option": "A".."I"}` per line, through the agent's own answer parser) and prints the
-metrics. No labels are written into the prompt file.
+metrics by kind of conversation, for the agent alone (`guardian eval faceacts --detector llm`) and
+for the cascade's policy (`--detector cascade`: the bundled local model where it shows its intent,
+the answer elsewhere). No labels are written into the prompt file.
 Usage: python lab/intent_llm_prompts.py OUT.jsonl [--part test]
        python lab/intent_llm_prompts.py --score ANSWERS.jsonl [--part test]
 """
@@ -21,7 +23,7 @@ from guardian.corpora.conversations import split_of
 from guardian.corpora.datasets import load_faceacts
 from guardian.detectors.intent.train import metrics
 from guardian.detectors.llm.intent import LETTERS, OPTIONS, IntentChoice, reason_messages
-from guardian.eval.llm_faceacts import faceact_windows
+from guardian.eval.llm_faceacts import faceact_windows, local_intents
 
 EVERYDAY = Path("data/faceacts/everyday.csv")
 
@@ -31,7 +33,7 @@ def main(argv: list[str]) -> None:
     rows = load_faceacts(EVERYDAY)
     keep = [i for i, r in enumerate(rows) if split_of(r.conversation_id) == part]
     if "--score" in argv:
-        score(Path(argv[argv.index("--score") + 1]), rows, set(keep))
+        score(Path(argv[argv.index("--score") + 1]), rows, set(keep), part)
         return
     out = Path(argv[0])
     with out.open("w", encoding="utf-8") as f:
@@ -42,7 +44,7 @@ def main(argv: list[str]) -> None:
     print(f"{len(keep)} prompts -> {out}")
 
 
-def score(answers: Path, rows: list, keep: set[int]) -> None:
+def score(answers: Path, rows: list, keep: set[int], part: str) -> None:
     with EVERYDAY.open(encoding="utf-8") as f:
         source = [t["source"] for t in csv.DictReader(f)]
     got: dict[int, str] = {}
@@ -57,11 +59,15 @@ def score(answers: Path, rows: list, keep: set[int]) -> None:
             bad += 1
     rows_ = sorted(i for i in got if i in keep)
     print(json.dumps({"answers": len(got), "unparsed": bad, "missing": len(keep - set(got))}))
-    for name in ["all", *sorted({source[i] for i in rows_})]:
-        idx = [i for i in rows_ if name == "all" or source[i] == name]
-        m = metrics([str(rows[i].face_act) for i in idx], [got[i] for i in idx])
-        print(json.dumps({"group": name, "n": len(idx), "accuracy": round(m["accuracy"], 4),
-                          "macro_f1": round(m["macro_f1"], 4)}))
+    local = local_intents(rows, sorted(keep), path=EVERYDAY, part=part)  # type: ignore[arg-type]
+    cascade = {i: str(local[i][0]) if local[i][1] else got[i] for i in rows_}
+    print(json.dumps({"cascade_asked": sum(not local[i][1] for i in rows_)}))
+    for policy, answer in (("agent", got), ("cascade", cascade)):
+        for name in ["all", *sorted({source[i] for i in rows_})]:
+            idx = [i for i in rows_ if name == "all" or source[i] == name]
+            m = metrics([str(rows[i].face_act) for i in idx], [answer[i] for i in idx])
+            print(json.dumps({"policy": policy, "group": name, "n": len(idx), "accuracy": round(m["accuracy"], 4),
+                              "macro_f1": round(m["macro_f1"], 4)}))
 
 
 if __name__ == "__main__":

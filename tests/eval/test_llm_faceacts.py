@@ -14,7 +14,12 @@ from guardian.config import LLMSettings
 from guardian.corpora.datasets import load_faceacts
 from guardian.detectors.llm.intent import LETTERS, OPTIONS
 from guardian.errors import ModelUnavailable
-from guardian.eval.llm_faceacts import EARLIER_SPEAKER, evaluate_file, faceact_windows
+from guardian.eval.llm_faceacts import (
+    EARLIER_SPEAKER,
+    evaluate_file,
+    faceact_windows,
+    local_intents,
+)
 from guardian.taxonomy import FaceAct
 from tests.detectors.llm.openai_stub import Reply, serve
 
@@ -67,7 +72,7 @@ def test_unparseable_answers_are_counted_not_guessed(faceacts_csv: Path) -> None
     replies = ["r", HNEG_MINUS, "r", HNEG_MINUS, "r", '{"option": "Z"}', "r", HNEG_MINUS, "r", HNEG_MINUS]
     result = evaluate_file(faceacts_csv, model=FakeListChatModel(responses=replies), settings=CFG)
     assert result["unanswered"] == 1 and result["n"] == 4
-    assert "4 of 5 turns answered" in result["mode"]
+    assert "asked about 5 of 5 turns, 4 answered" in result["mode"] and result["shown_share"] == 0.8
     with pytest.raises(ModelUnavailable, match="answered none of 5"):
         evaluate_file(faceacts_csv, model=FakeListChatModel(responses=["r", "no idea"]), settings=CFG)
 
@@ -95,3 +100,26 @@ def test_eval_faceacts_llm_without_an_endpoint_is_one_sentence(faceacts_csv: Pat
     assert "llm.base_url" in err and "Traceback" not in err
     assert main(["eval", "faceacts", str(faceacts_csv), "--detector", "oracle"]) == 2
     assert "--detector" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_the_cascade_asks_only_about_the_turns_the_local_model_withholds(faceacts_csv: Path) -> None:
+    rows = load_faceacts(faceacts_csv)
+    local = local_intents(rows, range(len(rows)))
+    withheld = sum(not sure for _, sure in local.values())
+    model = FakeListChatModel(responses=["The speaker asks for something.", HNEG_MINUS])
+    result = evaluate_file(faceacts_csv, detector="cascade", model=model, settings=CFG)
+    assert result["n"] == 5 and result["llm_asked"] == withheld and result["llm_calls"] == 2 * withheld
+    # Shown: the local act where it is sure, the agent's (always hneg- here) elsewhere.
+    shown = [act if sure else FaceAct.HNEG_MINUS for act, sure in (local[i] for i in range(len(rows)))]
+    truth = [r.face_act for r in rows]
+    assert result["accuracy"] == pytest.approx(sum(s == t for s, t in zip(shown, truth, strict=True)) / 5)
+    assert result["shown_share"] == 1.0
+
+
+@pytest.mark.slow
+def test_the_cascade_refuses_the_local_models_training_turns(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GUARDIAN_LLM__BASE_URL", "http://127.0.0.1:9/v1")  # never reached: refused first
+    assert main(["eval", "faceacts", "data/faceacts/everyday.csv", "--detector", "cascade", "--split", "train"]) == 2
+    err = capsys.readouterr().err
+    assert "trained on" in err and "Traceback" not in err

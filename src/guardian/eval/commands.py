@@ -183,11 +183,12 @@ def eval_faceacts(
                      "the conversation id): the everyday set's held-out part is `--split test`."),
     ] = None,
     detector: Annotated[
-        str, typer.Option("--detector", "-d", help="local (the intent model) | llm (the LLM intent agent; needs "
-                          "llm.base_url; llm.samples calls x 2 per turn)."),
+        str, typer.Option("--detector", "-d", help="local (the intent model) | llm (the LLM intent agent on every "
+                          "turn; needs llm.base_url; llm.samples x 2 calls a turn) | cascade (the local model, the "
+                          "agent where it withholds its intent)."),
     ] = "local",
     limit: Annotated[
-        int | None, typer.Option("--limit", min=1, help="llm: a seeded random sample of N conversations.")
+        int | None, typer.Option("--limit", min=1, help="llm, cascade: a seeded random sample of N conversations.")
     ] = None,
 ) -> None:
     """Face-act accuracy, macro-F1, per-class P/R/F1 and latency of the intent model on a CSV."""
@@ -195,7 +196,7 @@ def eval_faceacts(
 
     if output_format not in ("text", "json"):
         raise GuardianError("--format must be one of text, json")
-    if detector == "llm":
+    if detector in ("llm", "cascade"):
         from guardian.detectors.intent.cli import print_faceacts
         from guardian.eval.llm_faceacts import evaluate_file
 
@@ -205,10 +206,11 @@ def eval_faceacts(
             raise InputError("file not found", source=file)
         if split not in (None, "train", "dev", "test"):
             raise InputError(f"--split must be train, dev or test, not {split!r}")
-        result = evaluate_file(Path(file), split=cast("Part | None", split), limit=limit, show_progress=True)
+        result = evaluate_file(Path(file), detector=detector, split=cast("Part | None", split), limit=limit,
+                               show_progress=True)
         print_faceacts(result, output_format=output_format)
         return
     if detector != "local":
-        raise GuardianError("--detector must be local or llm")
+        raise GuardianError("--detector must be local, llm or cascade")
     run_eval_faceacts(file, output_format=output_format, cv=cv, linear_only=linear_only, retrain=retrain,
                       encoder=encoder, layers=layers, escalate=escalation, split=split)

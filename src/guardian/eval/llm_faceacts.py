@@ -100,12 +100,16 @@ def run_agent(windows: Sequence[FaceActWindow], analyze: Callable[[Conversation]
 
 
 def evaluate_file(
-    path: str | Path, *, split: Part | None = None, limit: int | None = None, model: BaseChatModel | None = None,
-    settings: LLMSettings | None = None, show_progress: bool = False,
+    path: str | Path, *, detector: str = "llm", split: Part | None = None, limit: int | None = None,
+    model: BaseChatModel | None = None, settings: LLMSettings | None = None, show_progress: bool = False,
 ) -> dict[str, Any]:
-    """The intent agent's accuracy, macro-F1 and per-act figures on a face-act CSV (or its `split`
-    part), what it cost, and how often it gave no answer; `limit`: a seeded sample of that many
-    conversations (every turn of each), since an endpoint is slow or paid per call."""
+    """Face-act accuracy, macro-F1 and per-act figures on a face-act CSV (or its `split` part), the
+    shown intents' precision, what the LLM cost, and how often it gave no answer.
+
+    `detector`: `llm`, the agent on every turn; `cascade`, the cascade's policy with `llm.intents`:
+    the local intent model on every turn (run as `guardian eval faceacts` runs it), the agent only
+    where the local model withholds its intent. `limit`: a seeded sample of that many conversations
+    (every turn of each), since an endpoint is slow or paid per call."""
     from tqdm import tqdm
 
     from guardian.corpora.conversations import split_of
@@ -114,6 +118,8 @@ def evaluate_file(
     from guardian.detectors.llm.intent import IntentAgent
     from guardian.detectors.llm.manipulation import LLMDetector
 
+    if detector not in ("llm", "cascade"):
+        raise InputError(f"--detector must be local, llm or cascade, not {detector!r}")
     rows = load_faceacts(Path(path))
     keep = [i for i, r in enumerate(rows) if split is None or split_of(r.conversation_id) == split]
     if not keep:
@@ -124,10 +130,11 @@ def evaluate_file(
             rng = np.random.default_rng(17)
             picked = set(rng.choice(conversations, size=limit, replace=False).tolist())
             keep = [i for i in keep if rows[i].conversation_id in picked]
-    detector = LLMDetector(model=model, settings=settings, use_store=False)
-    if detector.unavailable:
-        raise ModelUnavailable(f"cannot evaluate the LLM intent agent: {detector.unavailable}")
-    agent = IntentAgent(detector.client, samples=detector.cfg.samples, detector="llm")
+    llm = LLMDetector(model=model, settings=settings, use_store=False)
+    if llm.unavailable:
+        raise ModelUnavailable(f"cannot evaluate the LLM intent agent: {llm.unavailable}")
+    local = local_intents(rows, keep, path=Path(path), part=split) if detector == "cascade" else {}
+    agent = IntentAgent(llm.client, samples=llm.cfg.samples, detector="llm")
     failures: list[str] = []
 
     def analyze(window: Conversation) -> FaceAct | None:
@@ -136,19 +143,46 @@ def evaluate_file(
             failures.append(str(error))
         return intent.face_act if intent is not None else None
 
-    windows = faceact_windows(rows, keep)
+    windows = [w for w in faceact_windows(rows, keep) if not local.get(w.row, (None, False))[1]]
     with tqdm(total=len(windows), desc="asking the LLM intent agent", disable=not show_progress, leave=False) as bar:
         run = run_agent(windows, analyze, progress=bar.update)
-    answered = [(rows[i].face_act, p) for i, p in zip(run.rows, run.predicted, strict=True) if p is not None]
-    if not answered:
+    asked = dict(zip(run.rows, run.predicted, strict=True))
+    if windows and run.failures == len(windows):
         raise ModelUnavailable(f"the LLM intent agent answered none of {len(windows)} turns"
                                + (f" (first error: {failures[0]})" if failures else ""))
-    result = metrics([t for t, _ in answered], [p for _, p in answered])
+    # What a user is shown for each turn (None: nothing), and the act scored for accuracy: the shown
+    # one, else the local model's withheld guess (cascade) or no score at all (llm, unanswered).
+    shown = {i: (local[i][0] if i in local and local[i][1] else asked.get(i)) for i in keep}
+    scored = [i for i in keep if shown[i] is not None or i in local]
+    gold = [rows[i].face_act for i in scored]
+    result = metrics(gold, [shown[i] or local[i][0] for i in scored])
+    right = [shown[i] == rows[i].face_act for i in keep if shown[i] is not None]
+    result["shown_share"] = round(len(right) / len(keep), 4)
+    result["shown_precision"] = round(sum(right) / len(right), 4) if right else None
     result.update(run.latency())
-    result["mode"] = (f"LLM intent agent ({detector.cfg.samples} sample(s) a turn), {len(answered)} of {len(windows)} "
-                      "turns answered" + (f", {split} part" if split else ""))
+    what = ("LLM intent agent" if detector == "llm" else
+            "cascade: local intent model, the LLM intent agent where it withholds")
+    result["mode"] = (f"{what} ({llm.cfg.samples} sample(s) a turn; asked about {len(windows)} of {len(keep)} turns, "
+                      f"{len(windows) - run.failures} answered)" + (f", {split} part" if split else ""))
+    result["llm_asked"] = len(windows)
     result["unanswered"] = run.failures
     result["llm_calls"] = agent.usage.calls
     result["llm_failed_calls"] = agent.usage.failed_calls
     result["llm_tokens"] = agent.usage.tokens
     return result
+
+
+def local_intents(rows: Sequence[FaceActUtterance], keep: Sequence[int], *, path: Path | None = None,
+                   part: Part | None = None) -> dict[int, tuple[FaceAct, bool]]:
+    """Each row's (local top act, whether it is shown), as `guardian eval faceacts` scores the model
+    (which refuses a file, or part of one, that the model trained on)."""
+    from guardian.detectors.intent.cli import check_held_out
+    from guardian.detectors.intent.model import load_model
+    from guardian.detectors.intent.train import predict_in_turn_order, utterances_in_context
+
+    model = load_model()
+    if path is not None:
+        check_held_out(path, model, part)
+    order, probs = predict_in_turn_order(model, rows, utterances_in_context(rows), keep)
+    return {i: (model.classes[int(p.argmax())], bool(p.max() >= model.abstain_below))
+            for i, p in zip(order, probs, strict=True)}

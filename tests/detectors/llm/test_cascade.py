@@ -17,10 +17,11 @@ from guardian.config import LLMSettings
 from guardian.conversation import Conversation
 from guardian.detectors.base import Detector
 from guardian.detectors.llm.cascade import CascadeDetector
+from guardian.detectors.llm.intent import LETTERS, OPTIONS
 from guardian.detectors.llm.manipulation import LLMDetector
-from guardian.findings import Assessment, Finding
+from guardian.findings import Assessment, Finding, Intent
 from guardian.grounding import evidence_for, sentences
-from guardian.taxonomy import Technique, Vulnerability
+from guardian.taxonomy import FaceAct, Technique, Vulnerability
 
 CFG = LLMSettings(samples=1, backoff_s=0.0, max_retries=0, band=(0.3, 0.8), max_calls=20)
 
@@ -179,3 +180,102 @@ def test_band_edges_are_inside(gaslighting: Conversation, probability: float) ->
     det, llm = cascade(probability, [YES], confirm_flagged=False)
     det.analyze(window(gaslighting))
     assert llm.usage.calls == 1
+
+
+# -- intents (llm.intents): the local intent model first, the LLM agent where it withholds ---------------
+
+REASON = "The speaker blames the listener."
+HPOS_MINUS = json.dumps({"option": LETTERS[OPTIONS.index(FaceAct.HPOS_MINUS)]})
+
+
+class FixedIntent(Detector):
+    """Intent-model double: one intent for the latest turn, withheld (abstained) or shown."""
+
+    name: ClassVar[str] = "intent"
+
+    def __init__(self, *, abstained: bool) -> None:
+        self.abstained = abstained
+        self.calls = 0
+
+    def analyze(self, window: Conversation) -> Assessment:
+        self.calls += 1
+        last = window.last
+        assert last is not None
+        intent = Intent(turn=last.index, speaker=last.speaker, face_act=FaceAct.OTHER, score=0.4,
+                        intention=FaceAct.OTHER.general_intention, detector=self.name, abstained=self.abstained)
+        return Assessment(conversation_id=window.id, turn=last.index, intents=(intent,), detectors=(self.name,))
+
+
+def intent_cascade(*, abstained: bool, responses: list[str], **cfg: Any) -> tuple[CascadeDetector, LLMDetector, FixedIntent]:
+    settings = CFG.model_copy(update={"intents": True, **cfg})
+    llm = LLMDetector(model=FakeListChatModel(responses=responses), settings=settings, use_store=False)
+    local_intent = FixedIntent(abstained=abstained)
+    # 0.1: under the band, so the manipulation question is not asked and every call is the intent agent's.
+    det = CascadeDetector(local=FixedScreen(0.1), llm=llm, settings=settings, intent=local_intent)
+    return det, llm, local_intent
+
+
+def test_a_sure_local_intent_is_not_asked_about(gaslighting: Conversation) -> None:
+    det, _, local_intent = intent_cascade(abstained=False, responses=[REASON, HPOS_MINUS])
+    a = det.analyze(gaslighting)
+    assert local_intent.calls == 1 and det.usage.calls == 0
+    [intent] = a.intents
+    assert intent.face_act is FaceAct.OTHER and not intent.abstained and intent.detector == "cascade"
+
+
+def test_a_withheld_local_intent_goes_to_the_llm_agent(gaslighting: Conversation) -> None:
+    det, _, _ = intent_cascade(abstained=True, responses=[REASON, HPOS_MINUS])
+    a = det.analyze(gaslighting)
+    assert det.usage.calls == 2 and det.budget(gaslighting.id).calls == 2
+    shown = [i for i in a.intents if not i.abstained]
+    assert [(i.face_act, i.detector, i.turn) for i in shown] == [(FaceAct.HPOS_MINUS, "cascade", gaslighting.turns[-1].index)]
+    assert [i.face_act for i in a.intents if i.abstained] == [FaceAct.OTHER]  # kept for the record and the patterns
+    assert not a.errors
+
+
+def test_the_intent_agent_keeps_to_the_budget(gaslighting: Conversation) -> None:
+    det, _, _ = intent_cascade(abstained=True, responses=[REASON, HPOS_MINUS], max_calls=1)
+    a = det.analyze(gaslighting)
+    assert det.usage.calls == 0  # one call left, a sample needs two
+    assert not [i for i in a.intents if not i.abstained]
+    assert any("budget" in e.message and "intent" in e.message for e in a.errors)
+
+
+def test_a_failed_intent_agent_is_an_error_not_an_intent(gaslighting: Conversation) -> None:
+    det, _, _ = intent_cascade(abstained=True, responses=[REASON, '{"option": "Z"}'])
+    a = det.analyze(gaslighting)
+    assert not [i for i in a.intents if not i.abstained]
+    assert any(e.message.startswith("intent agent:") for e in a.errors)
+
+
+def test_intents_off_runs_no_intent_model(gaslighting: Conversation) -> None:
+    settings = CFG.model_copy(update={"intents": False})
+    llm = LLMDetector(model=FakeListChatModel(responses=[REASON, HPOS_MINUS]), settings=settings, use_store=False)
+    local_intent = FixedIntent(abstained=True)
+    a = CascadeDetector(local=FixedScreen(0.1), llm=llm, settings=settings, intent=local_intent).analyze(gaslighting)
+    assert local_intent.calls == 0 and not a.intents and llm.usage.calls == 0
+
+
+def test_intents_on_the_async_path(gaslighting: Conversation) -> None:
+    det, _, _ = intent_cascade(abstained=True, responses=[REASON, HPOS_MINUS])
+    a = asyncio.run(det.aanalyze(gaslighting))
+    assert [i.face_act for i in a.intents if not i.abstained] == [FaceAct.HPOS_MINUS]
+
+
+@pytest.mark.slow
+def test_the_real_intent_model_decides_which_turns_the_llm_reads(gaslighting: Conversation) -> None:
+    """The registry's `intent` detector (the bundled model) screens; the agent reads only the turns it withholds."""
+    settings = CFG.model_copy(update={"intents": True, "max_calls": 100})
+    llm = LLMDetector(model=FakeListChatModel(responses=[REASON, HPOS_MINUS]), settings=settings, use_store=False)
+    det = CascadeDetector(local=FixedScreen(0.1), llm=llm, settings=settings)
+    asked = []
+    for end in range(len(gaslighting)):
+        before = det.usage.calls
+        a = det.analyze(gaslighting.window(None, ending_at=gaslighting.turns[end].index))
+        local = [i for i in a.intents if i.turn == end and i.detector == "cascade"]
+        shown = [i for i in local if not i.abstained]
+        assert len(shown) == 1, a.intents  # each turn shows one intent: the local model's or the agent's
+        asked.append(det.usage.calls > before)
+        # The agent was asked exactly when the local intent model withheld its own.
+        assert asked[-1] == any(i.abstained for i in local)
+    assert any(asked) and not all(asked)

@@ -15,6 +15,7 @@ from guardian.errors import GuardianError, InputError
 
 if TYPE_CHECKING:
     from guardian.corpora.conversations import Split as Part
+    from guardian.detectors.intent.model import IntentModel
     from guardian.detectors.intent.tuned import TuneConfig
     from guardian.encoding.encoders import EncoderName
 
@@ -81,18 +82,23 @@ def run_eval_faceacts(
                                progress=_progress("fine-tuning, 5 folds"), split=part)
     else:
         model = load_model()
-        seen = _training_overlap(path, model.meta.get("data_sha256"))
-        if seen:
-            raise GuardianError(
-                f"{seen} conversation(s) of {file} are in the intent model's training data, so its scores "
-                "would be training-set scores; add --cv for out-of-fold figures"
-            )
-        _everyday_overlap(path, model.everyday.meta if model.everyday is not None else {}, part)
+        check_held_out(path, model, part)
         result = evaluate_file(path, model=model, split=part)
         if part == "dev" and model.everyday is not None and (
                 model.everyday.meta.get("data_sha256") == _sha256(path) or _shares_everyday_train(path)):
             result["mode"] += " (dev part: the abstention threshold was chosen on it; --split test is held out)"
     print_faceacts(result, output_format=output_format)
+
+
+def check_held_out(path: Path, model: IntentModel, part: Part | None) -> None:
+    """Refuse to score the local model on what it trained on (one sentence saying what to run instead)."""
+    seen = _training_overlap(path, model.meta.get("data_sha256"))
+    if seen:
+        raise GuardianError(
+            f"{seen} conversation(s) of {path} are in the intent model's training data, so its scores "
+            "would be training-set scores; add --cv for out-of-fold figures"
+        )
+    _everyday_overlap(path, model.everyday.meta if model.everyday is not None else {}, part)
 
 
 def print_faceacts(result: dict[str, Any], *, output_format: str) -> None:
