@@ -54,7 +54,11 @@ class LLMSettings(_Section):
         default=(2, 1), description="retrieved examples per prompt: (manipulative, not manipulative)"
     )
     confirm_flagged: bool = Field(default=True, description="cascade: also ask about turns the local model flags")
-    intents: bool = Field(default=False, description="also run the intent agent (two more calls per sample)")
+    intents: bool = Field(
+        default=False,
+        description="also run the intent agent, two calls per sample: `llm` on every turn, `cascade` only where "
+                    "the local intent model withholds an intent",
+    )
 
 
 class StoreSettings(_Section):

@@ -123,3 +123,13 @@ def test_the_cascade_refuses_the_local_models_training_turns(capsys: pytest.Capt
     assert main(["eval", "faceacts", "data/faceacts/everyday.csv", "--detector", "cascade", "--split", "train"]) == 2
     err = capsys.readouterr().err
     assert "trained on" in err and "Traceback" not in err
+
+
+def test_a_repeated_turn_number_still_gets_its_window(tmp_path: Path) -> None:
+    out = tmp_path / "dup.csv"
+    out.write_text("conversation_id,turn,speaker,utterance,face_act\nc,0,A,Hi.,other\nc,1,B,Give it to me.,hneg-\n"
+                   "c,1,B,Now.,hneg-\nc,2,A,No.,sneg+\n", encoding="utf-8")
+    rows = load_faceacts(out)
+    windows = {w.row: [t.text for t in w.window.turns] for w in faceact_windows(rows, range(4), size=2)}
+    assert windows == {0: ["Hi."], 1: ["Hi.", "Give it to me."], 2: ["Hi.", "Now."], 3: ["Give it to me.", "No."]}
+    assert [t.text for t in faceact_windows(rows, [3], size=1)[0].window.turns] == ["No."]

@@ -1,4 +1,4 @@
-"""`guardian eval faceacts FILE --detector llm`: the LLM intent agent measured on a face-act CSV.
+"""`guardian eval faceacts FILE --detector llm|cascade`: the LLM intent agent measured on a face-act CSV.
 
 The local intent model and the LLM second opinion answer the same question (which face act is the
 latest turn); a user choosing between them, or a team checking a new endpoint, needs both scored on
@@ -61,11 +61,12 @@ def faceact_windows(rows: Sequence[FaceActUtterance], indices: Sequence[int], *,
             turns.append(Turn(index=first.turn - 1, speaker=EARLIER_SPEAKER, text=first.previous))
         for i in idx:
             r = rows[i]
-            if turns and r.turn <= turns[-1].index:
-                continue  # a repeated turn number: keep the first, the window must stay in order
-            turns.append(Turn(index=r.turn, speaker=r.speaker, text=r.utterance))
+            own = Turn(index=r.turn, speaker=r.speaker, text=r.utterance)
+            before = [t for t in turns[-size:] if t.index < r.turn]  # a repeated turn number is not its own context
             if i in wanted:
-                out.append(FaceActWindow(row=i, window=Conversation(id=conv, turns=tuple(turns[-size:]))))
+                out.append(FaceActWindow(row=i, window=Conversation(id=conv, turns=(*before[max(0, len(before) - size + 1):], own))))
+            if not turns or r.turn > turns[-1].index:
+                turns.append(own)
     return out
 
 
