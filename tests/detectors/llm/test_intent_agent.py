@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
 from langchain_core.language_models.fake_chat_models import FakeListChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from pydantic import Field
@@ -12,7 +13,7 @@ from pydantic import Field
 from guardian.config import LLMSettings
 from guardian.conversation import Conversation
 from guardian.detectors.llm.client import LLMClient
-from guardian.detectors.llm.intent import LETTERS, OPTIONS, IntentAgent
+from guardian.detectors.llm.intent import LETTERS, OPTIONS, IntentAgent, IntentChoice
 from guardian.detectors.llm.manipulation import LLMDetector
 from guardian.taxonomy import FaceAct
 
@@ -67,3 +68,19 @@ def test_detector_adds_the_intent_when_enabled(gaslighting: Conversation) -> Non
     [intent] = result.intents
     assert intent.detector == "llm" and intent.face_act is OPTIONS[0]
     assert det.usage.calls == 3
+
+
+@pytest.mark.parametrize(("answer", "act"), [
+    ("H", FaceAct.HNEG_MINUS), ("(D)", FaceAct.HPOS_MINUS), ("hpos-", FaceAct.HPOS_MINUS),
+    ("(D) hpos-", FaceAct.HPOS_MINUS), ("HPOS+", FaceAct.HPOS_PLUS), ("The answer is sneg+", FaceAct.SNEG_PLUS),
+    ("other", FaceAct.OTHER), ("(A) spos+, not spos-", FaceAct.SPOS_PLUS),
+])
+def test_the_answer_may_be_the_letter_or_the_acts_code(answer: str, act: FaceAct) -> None:
+    """The options show both; "hpos-" must not be read as its first letter (H is hneg-)."""
+    assert OPTIONS[LETTERS.index(IntentChoice.model_validate({"option": answer}).option)] is act
+
+
+@pytest.mark.parametrize("answer", ["Z", "spos+ or spos-", ""])
+def test_no_option_or_two_codes_are_malformed(answer: str) -> None:
+    with pytest.raises(ValueError, match="option must be one of"):
+        IntentChoice.model_validate({"option": answer})

@@ -12,6 +12,7 @@ and votes over `samples` runs give its score.
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from typing import Any
 
@@ -44,13 +45,21 @@ class IntentChoice(BaseModel):
     @field_validator("option", mode="before")
     @classmethod
     def _letter(cls, value: Any) -> Any:
-        text = str(value).strip().strip("().").upper()
+        """"H", "(H)", "(H) hneg-" or the act's code ("hneg-"): the options show both, models answer either.
+        One code named is read first ("hpos-" starts with the letter of another option); two codes
+        leave only a leading letter to go by."""
+        text = str(value).strip()
+        named = [LETTERS[i] for i, act in enumerate(OPTIONS)
+                 if re.search(rf"(?<![\w+-]){re.escape(act.value)}(?![\w+-])", text, flags=re.IGNORECASE)]
+        if len(named) == 1:
+            return named[0]
+        text = text.strip("().").upper()
         return text[:1] if text and text[0] in LETTERS[: len(OPTIONS)] else value
 
     @field_validator("option")
     @classmethod
     def _known(cls, value: str) -> str:
-        if value not in LETTERS[: len(OPTIONS)]:
+        if len(value) != 1 or value not in LETTERS[: len(OPTIONS)]:
             raise ValueError(f"option must be one of {LETTERS[: len(OPTIONS)]}")
         return value
 
