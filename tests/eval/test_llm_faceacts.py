@@ -86,12 +86,16 @@ def test_eval_faceacts_through_an_endpoint(
         monkeypatch.setenv("GUARDIAN_LLM__BASE_URL", stub.base_url)
         monkeypatch.setenv("GUARDIAN_LLM__SAMPLES", "1")
         code = main(["eval", "faceacts", str(faceacts_csv), "--detector", "llm", "--limit", "1", "--format", "json"])
-    assert code == 0
-    report = json.loads(capsys.readouterr().out)
-    # One conversation of the two, every turn of it, two requests a turn.
-    assert report["n"] in (2, 3) and len(stub.requests) == 2 * report["n"] == report["llm_calls"]
-    system = stub.requests[0]["messages"][0]["content"]
-    assert "a question asking for information is hneg-" in system
+        assert code == 0
+        report = json.loads(capsys.readouterr().out)
+        # One conversation of the two, every turn of it, two requests a turn.
+        assert report["n"] in (2, 3) and len(stub.requests) == 2 * report["n"] == report["llm_calls"]
+        system = stub.requests[0]["messages"][0]["content"]
+        assert "a question asking for information is hneg-" in system
+        assert main(["eval", "faceacts", str(faceacts_csv), "--detector", "llm"]) == 0
+    text = capsys.readouterr().out
+    assert "n=5  accuracy=0.400" in text and "LLM: asked about 5 turns, 0 unanswered, 10 calls" in text
+    assert "intents shown for 100.0% of the turns, right 40.0% of the time" in text
 
 
 def test_eval_faceacts_llm_without_an_endpoint_is_one_sentence(faceacts_csv: Path, capsys: pytest.CaptureFixture[str]) -> None:

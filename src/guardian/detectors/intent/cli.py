@@ -109,6 +109,11 @@ def print_faceacts(result: dict[str, Any], *, output_format: str) -> None:
     typer.echo(f"{result['mode']}")
     typer.echo(f"n={result['n']}  accuracy={result['accuracy']:.3f}  macro-F1={result['macro_f1']:.3f}  "
                f"latency p50={result['latency_ms_p50']:.1f} ms")
+    if result.get("shown_precision") is not None:
+        typer.echo(f"intents shown for {result['shown_share']:.1%} of the turns, right {result['shown_precision']:.1%} of the time")
+    if "llm_calls" in result:
+        typer.echo(f"LLM: asked about {result['llm_asked']} turns, {result['unanswered']} unanswered, "
+                   f"{result['llm_calls']} calls, {result['llm_tokens']} tokens")
     typer.echo(f"{'act':8} {'P':>6} {'R':>6} {'F1':>6} {'n':>6}")
     for act, m in result["per_class"].items():
         typer.echo(f"{act:8} {m['precision']:6.3f} {m['recall']:6.3f} {m['f1']:6.3f} {m['support']:6d}")
