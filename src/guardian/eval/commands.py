@@ -8,14 +8,11 @@ CLI's entry point prints it as one sentence and exits 2, as for every other comm
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, cast
+from typing import Annotated
 
 import typer
 
-from guardian.errors import GuardianError, InputError
-
-if TYPE_CHECKING:
-    from guardian.corpora.conversations import Split as Part
+from guardian.errors import GuardianError
 
 eval_app = typer.Typer(help="Measure a detector on a labelled dataset (data the model never trained on).")
 
@@ -197,17 +194,13 @@ def eval_faceacts(
     if output_format not in ("text", "json"):
         raise GuardianError("--format must be one of text, json")
     if detector in ("llm", "cascade"):
-        from guardian.detectors.intent.cli import print_faceacts
+        from guardian.detectors.intent.cli import faceacts_part, print_faceacts
         from guardian.eval.llm_faceacts import evaluate_file
 
         if cv:
             raise GuardianError("--cv trains the local model; the LLM agent has nothing to train: drop --cv")
-        if not Path(file).is_file():
-            raise InputError("file not found", source=file)
-        if split not in (None, "train", "dev", "test"):
-            raise InputError(f"--split must be train, dev or test, not {split!r}")
-        result = evaluate_file(Path(file), detector=detector, split=cast("Part | None", split), limit=limit,
-                               show_progress=True)
+        path, part = faceacts_part(file, split)
+        result = evaluate_file(path, detector=detector, split=part, limit=limit, show_progress=True)
         print_faceacts(result, output_format=output_format)
         return
     if detector != "local":

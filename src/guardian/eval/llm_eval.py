@@ -13,7 +13,7 @@ import statistics
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -23,6 +23,7 @@ from guardian.findings import Assessment
 from guardian.taxonomy import Technique, Vulnerability
 
 LLM_DETECTORS = ("llm", "cascade")
+_T = TypeVar("_T")
 
 
 def _label_rows(assessments: Sequence[Assessment], which: str, labels: Sequence[Any]) -> np.ndarray:
@@ -85,13 +86,13 @@ def evaluate_detector(
     return out
 
 
-def sample(dialogues: list[LabelledDialogue], limit: int | None, *, seed: int = 17) -> list[LabelledDialogue]:
-    """A seeded random subset (LLM evaluation of the whole set can be slow or costly)."""
-    if limit is None or limit >= len(dialogues):
-        return dialogues
+def sample(items: list[_T], limit: int | None, *, seed: int = 17) -> list[_T]:
+    """A seeded random subset, in the items' order (LLM evaluation of a whole set can be slow or costly)."""
+    if limit is None or limit >= len(items):
+        return items
     rng = np.random.default_rng(seed)
-    picks = sorted(rng.choice(len(dialogues), size=limit, replace=False).tolist())
-    return [dialogues[i] for i in picks]
+    picks = sorted(rng.choice(len(items), size=limit, replace=False).tolist())
+    return [items[i] for i in picks]
 
 
 def evaluate_file(

@@ -9,7 +9,6 @@ conversation, and for a stretch that starts mid-way, the turn before it as the f
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections import defaultdict
 from collections.abc import Callable, Sequence
@@ -17,11 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from guardian.conversation import Conversation, Turn
 from guardian.corpora.datasets import FaceActUtterance
 from guardian.errors import InputError, ModelUnavailable
+from guardian.eval.timing import percentile
 from guardian.taxonomy import FaceAct
 
 if TYPE_CHECKING:
@@ -80,9 +78,8 @@ class AgentRun:
     latency_ms: tuple[float, ...]
 
     def latency(self) -> dict[str, float]:
-        lat = sorted(self.latency_ms) or [0.0]
-        return {"latency_ms_p50": round(statistics.median(lat), 1),
-                "latency_ms_p95": round(lat[min(len(lat) - 1, int(0.95 * len(lat)))], 1)}
+        lat = self.latency_ms or (0.0,)
+        return {"latency_ms_p50": round(percentile(lat, 0.5), 1), "latency_ms_p95": round(percentile(lat, 0.95), 1)}
 
 
 def run_agent(windows: Sequence[FaceActWindow], analyze: Callable[[Conversation], FaceAct | None],
@@ -118,6 +115,7 @@ def evaluate_file(
     from guardian.detectors.intent.train import metrics
     from guardian.detectors.llm.intent import IntentAgent
     from guardian.detectors.llm.manipulation import LLMDetector
+    from guardian.eval.llm_eval import sample
 
     if detector not in ("llm", "cascade"):
         raise InputError(f"--detector must be local, llm or cascade, not {detector!r}")
@@ -126,11 +124,8 @@ def evaluate_file(
     if not keep:
         raise InputError("no utterances in the file" + (f" in its {split} part" if split else ""), source=str(path))
     if limit is not None:
-        conversations = sorted({rows[i].conversation_id for i in keep})
-        if limit < len(conversations):
-            rng = np.random.default_rng(17)
-            picked = set(rng.choice(conversations, size=limit, replace=False).tolist())
-            keep = [i for i in keep if rows[i].conversation_id in picked]
+        picked = set(sample(sorted({rows[i].conversation_id for i in keep}), limit))
+        keep = [i for i in keep if rows[i].conversation_id in picked]
     llm = LLMDetector(model=model, settings=settings, use_store=False)
     if llm.unavailable:
         raise ModelUnavailable(f"cannot evaluate the LLM intent agent: {llm.unavailable}")

@@ -65,12 +65,7 @@ def run_eval_faceacts(
     from guardian.detectors.intent.train import evaluate_file
 
     tune = tune_config(encoder, layers)
-    path = Path(file)
-    if not path.is_file():
-        raise InputError("file not found", source=file)
-    if split not in (None, "train", "dev", "test"):
-        raise InputError(f"--split must be train, dev or test, not {split!r}")
-    part = cast("Part | None", split)
+    path, part = faceacts_part(file, split)
     _limit_threads()
     if cv:
         if not linear_only:
@@ -88,6 +83,16 @@ def run_eval_faceacts(
                 model.everyday.meta.get("data_sha256") == _sha256(path) or _shares_everyday_train(path)):
             result["mode"] += " (dev part: the abstention threshold was chosen on it; --split test is held out)"
     print_faceacts(result, output_format=output_format)
+
+
+def faceacts_part(file: str, split: str | None) -> tuple[Path, Part | None]:
+    """The face-act CSV to score and the part of it asked for, or one sentence saying what is wrong."""
+    path = Path(file)
+    if not path.is_file():
+        raise InputError("file not found", source=file)
+    if split not in (None, "train", "dev", "test"):
+        raise InputError(f"--split must be train, dev or test, not {split!r}")
+    return path, cast("Part | None", split)
 
 
 def check_held_out(path: Path, model: IntentModel, part: Part | None) -> None:

@@ -127,15 +127,16 @@ class CascadeDetector(Detector):
             return True
         return self.cfg.confirm_flagged and screen.decision
 
-    def samples_allowed(self, used: Usage) -> tuple[int, str | None]:
-        """How many samples the budget still allows (0 with the reason when it is spent)."""
-        calls_left = self.cfg.max_calls - used.calls
-        if calls_left <= 0 or used.tokens >= self.cfg.max_tokens:
+    def samples_allowed(self, used: Usage, *, calls_per_sample: int = 1, stands: str = "verdict") -> tuple[int, str | None]:
+        """How many samples the budget still allows (0 with the reason when it is spent); the intent
+        agent spends two calls a sample (reason, then select)."""
+        samples = (self.cfg.max_calls - used.calls) // calls_per_sample
+        if samples <= 0 or used.tokens >= self.cfg.max_tokens:
             return 0, (
                 f"LLM budget for this conversation spent ({used.calls}/{self.cfg.max_calls} calls, "
-                f"{used.tokens}/{self.cfg.max_tokens} tokens); the local verdict stands"
+                f"{used.tokens}/{self.cfg.max_tokens} tokens); the local {stands} stands"
             )
-        return min(self.cfg.samples, calls_left), None
+        return min(self.cfg.samples, samples), None
 
     # -- Detector ---------------------------------------------------------------------------
 
@@ -206,13 +207,9 @@ class CascadeDetector(Detector):
             return local, None, errors  # the local model is sure: no call
         if self.llm.unavailable is not None:
             return local, None, [*errors, DetectorError(detector=self.llm.name, kind="unavailable", message=self.llm.unavailable)]
-        used = self.budget(window.id)
-        calls_left = self.cfg.max_calls - used.calls
-        samples = min(self.cfg.samples, calls_left // 2)  # two calls a sample (reason, then select)
-        if samples <= 0 or used.tokens >= self.cfg.max_tokens:
-            why = (f"LLM budget for this conversation spent ({used.calls}/{self.cfg.max_calls} calls, "
-                   f"{used.tokens}/{self.cfg.max_tokens} tokens); the local intent stands")
-            return local, None, [*errors, DetectorError(detector=self.llm.name, kind="unavailable", message=why)]
+        samples, why = self.samples_allowed(self.budget(window.id), calls_per_sample=2, stands="intent")
+        if samples == 0:
+            return local, None, [*errors, DetectorError(detector=self.llm.name, kind="unavailable", message=why or "")]
         from guardian.detectors.llm.intent import IntentAgent
 
         agent = IntentAgent(self.llm.client, samples=samples, detector=self.name)
