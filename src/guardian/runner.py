@@ -84,6 +84,15 @@ def native_async(detector: Detector) -> bool:
     return type(detector).aanalyze is not Detector.aanalyze
 
 
+def _without_absorbed(detectors: Sequence[Detector]) -> list[Detector]:
+    """The detectors less those another one of them runs as a part (`Detector.absorb`)."""
+    kept: list[Detector] = []
+    for d in detectors:
+        if not any(other is not d and other.absorb(d) for other in detectors):
+            kept.append(d)
+    return kept
+
+
 class Runner:
     """Runs a fixed list of detectors over windows.
 
@@ -107,7 +116,7 @@ class Runner:
         unavailable: Sequence[DetectorError] = (),
         clock: Callable[[], float] = time.perf_counter,
     ) -> None:
-        self.detectors = list(detectors)
+        self.detectors = _without_absorbed(detectors)
         self.timeout_s = timeout_s
         self.serialize = serialize
         self.unavailable = tuple(unavailable)

@@ -42,6 +42,12 @@ class Detector(ABC):
     def warm_up(self) -> None:  # noqa: B027 - optional hook, empty by default
         """Load heavy resources now rather than on the first turn (the TUI calls this)."""
 
+    def absorb(self, other: Detector) -> bool:
+        """Whether this detector already runs `other` as one of its parts and takes it over: the
+        runner then runs `other` only inside this one, so a turn is not screened twice by one model
+        nor given two intents (a composite such as the cascade overrides this)."""
+        return False
+
     def empty(self, window: Conversation) -> Assessment:
         """The assessment of a window with nothing to say (no turns, or nothing found)."""
         last = window.last

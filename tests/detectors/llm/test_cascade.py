@@ -279,3 +279,33 @@ def test_the_real_intent_model_decides_which_turns_the_llm_reads(gaslighting: Co
         # The agent was asked exactly when the local intent model withheld its own.
         assert asked[-1] == any(i.abstained for i in local)
     assert any(asked) and not all(asked)
+
+
+# -- named beside the cascade: `local` and `intent` run once, inside it -------------------------------
+
+
+def test_a_runner_runs_the_cascades_parts_once(gaslighting: Conversation) -> None:
+    from guardian.runner import Runner
+
+    settings = CFG.model_copy(update={"intents": True})
+    llm = LLMDetector(model=FakeListChatModel(responses=[REASON, HPOS_MINUS]), settings=settings, use_store=False)
+    screen, local_intent = FixedScreen(0.1), FixedIntent(abstained=False)
+    det = CascadeDetector(llm=llm, settings=settings)  # its parts not given: it would make its own
+    runner = Runner([screen, det, local_intent])
+    assert runner.detectors == [det]
+    a = runner.assess(gaslighting)
+    assert screen.calls == 1 and local_intent.calls == 1  # the caller's instances, each once
+    assert [i.face_act for i in a.intents] == [FaceAct.OTHER]  # one intent for the turn, not two
+
+
+def test_intents_off_leaves_a_named_intent_detector_to_run_on_its_own(gaslighting: Conversation) -> None:
+    from guardian.runner import Runner
+
+    settings = CFG.model_copy(update={"intents": False})
+    llm = LLMDetector(model=FakeListChatModel(responses=[NO]), settings=settings, use_store=False)
+    local_intent = FixedIntent(abstained=False)
+    det = CascadeDetector(local=FixedScreen(0.1), llm=llm, settings=settings)
+    runner = Runner([det, local_intent])
+    assert runner.detectors == [det, local_intent]
+    a = runner.assess(gaslighting)
+    assert local_intent.calls == 1 and [i.detector for i in a.intents] == ["intent"]

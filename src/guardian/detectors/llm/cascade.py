@@ -106,6 +106,19 @@ class CascadeDetector(Detector):
                 self.intent_missing = f"local intent detector unavailable ({exc}); the LLM intent agent reads every turn"
         return self._intent
 
+    def absorb(self, other: Detector) -> bool:
+        """Take over a `local` (or, with `llm.intents`, an `intent`) detector named beside the cascade,
+        which runs it anyway: one pass of each model per turn, one intent per turn, and the caller's
+        instance (e.g. the chatbot's local model with its assistant operating point) is the one used."""
+        with self._lock:
+            if other.name == self._local_name and (self._local is None or self._local is other):
+                self._local, self._local_checked, self.local_missing = other, True, None
+                return True
+            if self.cfg.intents and other.name == self._intent_name and (self._intent is None or self._intent is other):
+                self._intent, self._intent_checked, self.intent_missing = other, True, None
+                return True
+        return False
+
     def warm_up(self) -> None:
         for part in (self.local(), self.intent()):
             if part is not None:
