@@ -309,3 +309,26 @@ def test_intents_off_leaves_a_named_intent_detector_to_run_on_its_own(gaslightin
     assert runner.detectors == [det, local_intent]
     a = runner.assess(gaslighting)
     assert local_intent.calls == 1 and [i.detector for i in a.intents] == ["intent"]
+
+
+def test_the_intent_model_reads_the_turn_while_the_screen_does(gaslighting: Conversation) -> None:
+    import threading
+
+    both = threading.Barrier(2, timeout=5)  # broken (an error) unless the two run at the same time
+
+    class MeetingScreen(FixedScreen):
+        def analyze(self, window: Conversation) -> Assessment:
+            both.wait()
+            return super().analyze(window)
+
+    class MeetingIntent(FixedIntent):
+        def analyze(self, window: Conversation) -> Assessment:
+            both.wait()
+            return super().analyze(window)
+
+    settings = CFG.model_copy(update={"intents": True})
+    llm = LLMDetector(model=FakeListChatModel(responses=[REASON, HPOS_MINUS]), settings=settings, use_store=False)
+    det = CascadeDetector(local=MeetingScreen(0.1), llm=llm, settings=settings, intent=MeetingIntent(abstained=False))
+    for a in (det.analyze(gaslighting), asyncio.run(det.aanalyze(gaslighting))):
+        assert not a.errors and [i.face_act for i in a.intents] == [FaceAct.OTHER]
+        both.reset()

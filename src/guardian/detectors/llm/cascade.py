@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import ClassVar
 
 from cachetools import LRUCache
@@ -71,6 +72,7 @@ class CascadeDetector(Detector):
         self._budgets: LRUCache[str, Usage] = LRUCache(maxsize=MAX_TRACKED_CONVERSATIONS)
         self._lock = threading.RLock()
         self.usage = Usage()  # everything spent by this detector, for eval reports
+        self._pool: ThreadPoolExecutor | None = None  # reads the turn's intent beside the screen (llm.intents)
         self.consulted = 0
 
     # -- parts ------------------------------------------------------------------------------
@@ -175,45 +177,58 @@ class CascadeDetector(Detector):
             return 0, DetectorError(detector=self.llm.name, kind="unavailable", message=why or "")
         return samples, None
 
+    def _workers(self) -> ThreadPoolExecutor:
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="guardian-cascade-intent")
+            return self._pool
+
     def analyze(self, window: Conversation) -> Assessment:
         started = time.perf_counter()
         if window.last is None:
             return self.empty(window)
+        # The intent model reads the turn while the manipulation screen does (they share only the
+        # encoder, which has its own lock); the LLM parts stay in order, so the budget is spent as before.
+        reading = self._workers().submit(self._local_intent, window) if self.cfg.intents else None
         screen, errors = self._screen(window)
         samples, skip = self._plan(window, screen)
         opinion = self.llm.consult(window, samples=samples) if samples else None
         combined = self._combine(window, screen, errors, skip, opinion, started)
-        if not self.cfg.intents:
+        if reading is None:
             return combined
-        return self._with_intents(window, combined, *self._intents(window), started)
+        return self._with_intents(window, combined, *self._agent_intent(window, *reading.result()), started)
 
     async def aanalyze(self, window: Conversation) -> Assessment:
         started = time.perf_counter()
         if window.last is None:
             return self.empty(window)
+        reading = asyncio.ensure_future(asyncio.to_thread(self._local_intent, window)) if self.cfg.intents else None
         screen, errors = await asyncio.to_thread(self._screen, window)
         samples, skip = self._plan(window, screen)
         opinion = await self.llm.aconsult(window, samples=samples) if samples else None
         combined = self._combine(window, screen, errors, skip, opinion, started)
-        if not self.cfg.intents:
+        if reading is None:
             return combined
-        return self._with_intents(window, combined, *await asyncio.to_thread(self._intents, window), started)
+        second = await asyncio.to_thread(self._agent_intent, window, *await reading)
+        return self._with_intents(window, combined, *second, started)
 
     # -- intents (llm.intents) --------------------------------------------------------------
 
-    def _intents(self, window: Conversation) -> tuple[Assessment | None, Intent | None, list[DetectorError]]:
-        """(the local intent model's assessment, the LLM agent's intent where the local one is
-        withheld, what failed): the blocking part, run in a worker thread by `aanalyze`."""
-        errors: list[DetectorError] = []
-        local: Assessment | None = None
+    def _local_intent(self, window: Conversation) -> tuple[Assessment | None, list[DetectorError]]:
+        """The local intent model's assessment of the latest turn (None when it is missing or failed, said why)."""
         detector = self.intent()
         if detector is None:
-            errors.append(DetectorError(detector=self.name, kind="unavailable", message=self.intent_missing or ""))
-        else:
-            try:
-                local = detector.analyze(window)
-            except Exception as exc:
-                errors.append(DetectorError(detector=self.name, kind="error", message=f"local intent detector failed: {exc}"))
+            return None, [DetectorError(detector=self.name, kind="unavailable", message=self.intent_missing or "")]
+        try:
+            return detector.analyze(window), []
+        except Exception as exc:
+            return None, [DetectorError(detector=self.name, kind="error", message=f"local intent detector failed: {exc}")]
+
+    def _agent_intent(self, window: Conversation, local: Assessment | None,
+                      errors: list[DetectorError]) -> tuple[Assessment | None, Intent | None, list[DetectorError]]:
+        """(the local intent model's assessment, the LLM agent's intent where the local one is
+        withheld, what failed): blocking, run in a worker thread by `aanalyze`."""
+        errors = list(errors)
         last = window.last
         assert last is not None
         if local is not None and any(i.turn == last.index and not i.abstained for i in local.intents):
