@@ -18,7 +18,11 @@ trained or tuned on reads them: round 1's 163 test turns were too few to tell a 
 Round 7 (the weakest kinds): stretches of 4 turns of other *train-part* conversations, everyday chat
 and film dialogues only (`PLAN_7`), none of those round 6's self-training pseudo-labelled
 (`lab/intent_everyday_r6_selftrain.py`'s pool), so gold and pseudo labels never meet on one turn.
-Usage: python lab/faceacts_sample.py OUT.csv [--round 2|3|4|5|6|7]
+Round 8 (distillation, not gold): stretches of 4 turns of still other *train-part* conversations, film
+dialogues, everyday chat and phone calls (`PLAN_8`, five times round 7's film and everyday share), none of
+those an earlier round or round 6's self-training drew; labelled once each by an LLM agent from the same
+guidelines (`lab/data/faceacts_distilled_r8.csv`), training data only, never in `everyday.csv`.
+Usage: python lab/faceacts_sample.py OUT.csv [--round 2|3|4|5|6|7|8]
 """
 
 from __future__ import annotations
@@ -45,6 +49,8 @@ PLAN_4 = {"mentalmanip": (60, 4), "dailydialog": (15, 4)}
 PLAN_6 = {"dailydialog": (40, 4), "sgd": (24, 4), "calls:benign": (16, 4), "calls:scam": (16, 4), "mentalmanip": (30, 4)}
 #: Round 7 (train part): the two kinds the held-out part scores worst (everyday chat .64, film quarrels .57).
 PLAN_7 = {"dailydialog": (70, 4), "mentalmanip": (70, 4)}
+#: Round 8 (train part, one LLM labeller each: distillation): the weak kinds at scale, and calls.
+PLAN_8 = {"mentalmanip": (240, 4), "dailydialog": (200, 4), "calls:benign": (30, 4), "calls:scam": (30, 4)}
 
 # Phrases that often carry spos+, spos- or hneg+ (a recall net, not a label: the labellers
 # see none of this). Group -> (turns to draw, pattern).
@@ -107,14 +113,14 @@ def main(out: str, *, round_: int = 1) -> None:
         _draw_rare(pools, taken, rng, rows)
         _write(rows, out)
         return
-    plan = PLAN_4 if round_ == 4 else PLAN_6 if round_ == 6 else PLAN_7 if round_ == 7 else PLAN
-    if round_ == 7:
+    plan = {4: PLAN_4, 6: PLAN_6, 7: PLAN_7, 8: PLAN_8}.get(round_, PLAN)
+    if round_ >= 7:
         import intent_everyday_r6_selftrain
 
         taken |= {u.conversation_id for u in intent_everyday_r6_selftrain.unlabelled(2.0, 33)}
     for source, (n_conv, per) in plan.items():
         pool = pools[source]
-        if round_ == 7:
+        if round_ >= 7:
             pool = [c for c in pool if c["id"] not in taken and split_of(c["id"]) == "train"]
         elif round_ == 6:
             pool = [c for c in pool if c["id"] not in taken and split_of(c["id"]) == "test"]

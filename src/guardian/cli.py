@@ -211,13 +211,18 @@ def train_intent(
         typer.Option("--threshold-only", help="With --everyday: keep every weight and only choose the abstention "
                      "threshold again on the file's dev part, as this machine's runtime scores it (a minute or two)."),
     ] = False,
+    distilled: Annotated[
+        str | None,
+        typer.Option("--distilled", help="With --everyday: train-part turns labelled once by an LLM from the same "
+                     "guidelines (data/faceacts/everyday_distilled.csv), learnt beside the file's train part."),
+    ] = None,
 ) -> None:
     """Rebuild the intent (face-act) model from the labelled data, deterministically."""
     from guardian.detectors.intent.cli import run_train_intent
 
     run_train_intent(out=out, data=data, linear_only=linear_only, encoder=encoder, layers=layers, retrain=retrain,
                      escalate=escalation, everyday=everyday, everyday_half=everyday_half,
-                     threshold_only=threshold_only)
+                     threshold_only=threshold_only, distilled=distilled)
 
 
 # --- retrieval + LLM agents (issue 5): index --------------------------------------------------

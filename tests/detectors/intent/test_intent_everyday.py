@@ -17,6 +17,7 @@ from guardian.detectors.intent.detector import IntentDetector
 from guardian.detectors.intent.domain import ConversationDomain
 from guardian.detectors.intent.domain_train import (
     SHOWN_PRECISION_Z,
+    distilled_train_rows,
     part_of,
     precision_threshold,
     wilson_lower,
@@ -28,6 +29,7 @@ from guardian.locations import bundled_data_dir
 from guardian.taxonomy import FaceAct
 
 EVERYDAY = bundled_data_dir() / "faceacts" / "everyday.csv"
+DISTILLED = bundled_data_dir() / "faceacts" / "everyday_distilled.csv"
 #: Floors for the shipped model on the held-out everyday part (measured: docs/intent.md, "Everyday
 #: conversations"); a regression below them fails here, the figures themselves come from the file.
 # The test part is round 1's 163 turns and round 6's 483 (data/README.md). Round 6's bundled side
@@ -334,6 +336,45 @@ def test_a_persuasion_halfs_probabilities_stay_out_of_an_everyday_turns_everyday
 
 
 @pytest.mark.slow
+def test_the_distilled_turns_are_train_part_turns_of_conversations_the_set_never_drew() -> None:
+    """Round 8's single-labelled turns may only teach: none of a dev/test conversation (threshold, held-out
+    figures), none of a conversation the gold set drew (so gold and distilled labels never meet on a turn)."""
+    from guardian.corpora.conversations import split_of
+
+    distilled = load_faceacts(DISTILLED)
+    assert len(distilled) >= 1000
+    assert {split_of(r.conversation_id) for r in distilled} == {"train"}
+    assert not {r.conversation_id for r in distilled} & {r.conversation_id for r in load_faceacts(EVERYDAY)}
+    assert len({r.face_act for r in distilled}) == 9  # all nine acts, none outside them (load_faceacts parses)
+
+
+def test_distilled_turns_of_a_dev_or_test_conversation_are_refused(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import csv
+
+    from guardian.corpora.conversations import split_of
+
+    with EVERYDAY.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        fields, rows = reader.fieldnames, list(reader)
+    leaking = tmp_path / "leak.csv"
+    with leaking.open("w", newline="", encoding="utf-8") as f:
+        writer = csv.DictWriter(f, fieldnames=list(fields or []))
+        writer.writeheader()
+        writer.writerows([r for r in rows if split_of(r["conversation_id"]) == "test"][:3])
+    with pytest.raises(ValueError, match="distilled labels may only come from the train part"):
+        distilled_train_rows(load_faceacts(leaking))
+    assert main(["train-intent", "--everyday", str(EVERYDAY), "--distilled", str(leaking), "--everyday-half",
+                 str(bundled_artifact_dir()), "--out", str(tmp_path / "m")]) == 2
+    assert "may only come from the train part" in capsys.readouterr().err
+    assert main(["train-intent", "--distilled", str(DISTILLED), "--out", str(tmp_path / "m")]) == 2
+    assert "--distilled goes with --everyday" in capsys.readouterr().err
+    assert main(["train-intent", "--everyday", str(EVERYDAY), "--distilled", str(tmp_path / "nope.csv"),
+                 "--out", str(tmp_path / "m")]) == 2
+    assert "file not found" in capsys.readouterr().err
+
+
 def test_threshold_only_keeps_every_weight_and_chooses_the_threshold_on_dev(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -181,14 +181,17 @@ def _training_overlap(path: Path, trained_on: str | None) -> int:
 def run_train_intent(
     *, out: str | None, data: str | None, linear_only: bool = False, encoder: str | None = None,
     layers: int | None = None, retrain: bool = False, escalate: bool = True, everyday: str | None = None,
-    everyday_half: str | None = None, threshold_only: bool = False,
+    everyday_half: str | None = None, threshold_only: bool = False, distilled: str | None = None,
 ) -> None:
     from guardian.detectors.intent.model import cached_artifact_dir
     from guardian.detectors.intent.train import train_and_save
 
     if everyday is not None:
-        _train_everyday(out=out, everyday=everyday, data=data, half=everyday_half, threshold_only=threshold_only)
+        _train_everyday(out=out, everyday=everyday, data=data, half=everyday_half, threshold_only=threshold_only,
+                        distilled=distilled)
         return
+    if distilled is not None:
+        raise InputError("--distilled goes with --everyday FILE (the distilled turns join its train part)")
     if threshold_only:
         raise InputError("--threshold-only goes with --everyday FILE (the file whose dev part chooses it)")
     tune = tune_config(encoder, layers)
@@ -210,7 +213,7 @@ def run_train_intent(
 
 
 def _train_everyday(*, out: str | None, everyday: str, data: str | None, half: str | None,
-                    threshold_only: bool = False) -> None:
+                    threshold_only: bool = False, distilled: str | None = None) -> None:
     """Fit the everyday head on top of the halves already built (the bundled artifact, or the one
     in `out` when it has one) and write it beside them: the head and gate in minutes, the everyday
     tuned half in 10-30 more (or taken from `half`: an intent artifact folder, whose everyday half is
@@ -231,6 +234,11 @@ def _train_everyday(*, out: str | None, everyday: str, data: str | None, half: s
     path = Path(everyday)
     if not path.is_file():
         raise InputError("file not found", source=everyday)
+    extra_path = Path(distilled) if distilled else None
+    if extra_path is not None and not extra_path.is_file():
+        raise InputError("file not found", source=distilled)
+    if extra_path is not None and threshold_only:
+        raise InputError("--threshold-only keeps every weight, so --distilled turns would not be read; drop one")
     _limit_threads()
     target = Path(out) if out else cached_artifact_dir()
     base = target if (target / "model.json").exists() else bundled_artifact_dir()
@@ -249,11 +257,14 @@ def _train_everyday(*, out: str | None, everyday: str, data: str | None, half: s
         else:
             chosen = train_everyday(model, load_faceacts(Path(data) if data else faceacts_path()), load_faceacts(path),
                                     data_sha256=file_sha256(path), tuned=tuned,
+                                    distilled=load_faceacts(extra_path) if extra_path else (),
+                                    distilled_sha256=file_sha256(extra_path) if extra_path else None,
                                     progress=None if tuned else _progress("fine-tuning the everyday half"))
     except ValueError as exc:
-        raise InputError(str(exc), source=everyday) from None
+        raise InputError(str(exc), source=distilled if distilled and "distilled" in str(exc) else everyday) from None
     assert model.everyday is not None
     model.everyday.save(target)
-    typer.echo(f"{lead} ({chosen['n_train']} train utterances; dev accuracy {chosen['dev_accuracy']:.3f}, "
+    more = f" + {chosen['n_distilled']} distilled" if chosen.get("n_distilled") else ""
+    typer.echo(f"{lead} ({chosen['n_train']} train utterances{more}; dev accuracy {chosen['dev_accuracy']:.3f}, "
                f"intents shown below {chosen['abstain_below']:.3f} withheld: precision {chosen['dev_shown_precision']:.3f} "
                f"on {chosen['dev_shown_share']:.0%} of the dev turns) written to {target}")

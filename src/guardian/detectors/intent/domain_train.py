@@ -246,32 +246,49 @@ def labelled_pairs(rows: Sequence[FaceActUtterance]) -> list[tuple[str, str]]:
 
 def tune_everyday_half(start: TunedFaceActs, persuasion: Sequence[FaceActUtterance],
                        train: Sequence[FaceActUtterance], *, progress: Callable[[int, int], None] | None = None,
-                       repeat: int = TUNE_REPEAT, replay: int = TUNE_REPLAY, epochs: int = TUNE_EPOCHS,
-                       lr: float = TUNE_LR) -> TunedFaceActs:
-    """The everyday tuned half (recipe `TUNE_*` by default): about 10 minutes from mpnet-6 on the 2 idle cores."""
+                       distilled: Sequence[FaceActUtterance] = (), repeat: int = TUNE_REPEAT,
+                       replay: int = TUNE_REPLAY, epochs: int = TUNE_EPOCHS, lr: float = TUNE_LR) -> TunedFaceActs:
+    """The everyday tuned half (recipe `TUNE_*` by default): the labelled train pairs `repeat` times, the
+    `distilled` ones (single LLM labels, round 8) once; about 10 minutes from mpnet-6 on 2 idle AMX cores
+    for the labelled part alone, 30 with round 8's distilled turns."""
     import random
 
     from guardian.detectors.intent.tuned_train import train_tuned
 
     replayed = random.Random(25).sample(range(len(persuasion)), min(replay, len(persuasion)))
     pe_pairs = labelled_pairs(persuasion)
-    x = labelled_pairs(train) * repeat + [pe_pairs[i] for i in replayed]
-    y = [r.face_act for r in train] * repeat + [persuasion[i].face_act for i in replayed]
+    x = labelled_pairs(train) * repeat + labelled_pairs(distilled) + [pe_pairs[i] for i in replayed]
+    y = ([r.face_act for r in train] * repeat + [r.face_act for r in distilled]
+         + [persuasion[i].face_act for i in replayed])
     return train_tuned(x, y, config=replace(start.config, epochs=epochs, lr=lr), start=start, progress=progress)
+
+
+def distilled_train_rows(distilled: Sequence[FaceActUtterance]) -> list[FaceActUtterance]:
+    """`distilled` itself, checked to hold train-part conversations only: a distilled turn of a dev or
+    test conversation would leak into the threshold or the held-out figures."""
+    outside = [r.conversation_id for r in distilled if split_of(r.conversation_id) != "train"]
+    if outside:
+        raise ValueError(f"{len(outside)} distilled turns are of dev/test conversations (e.g. {outside[0]}); "
+                         "distilled labels may only come from the train part")
+    return list(distilled)
 
 
 def train_everyday(model: IntentModel, persuasion: Sequence[FaceActUtterance], everyday: Sequence[FaceActUtterance],
                    *, data_sha256: str, tuned: TunedFaceActs | None = None, deep: bool = EVERYDAY_DEEP,
                    tuned_weight: float = HEAD_TUNED_WEIGHT, deep_fit: Mapping[str, float] | None = None,
+                   distilled: Sequence[FaceActUtterance] = (), distilled_sha256: str | None = None,
                    progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Attach the everyday head to `model`: head, gate and everyday tuned half (`tuned`, else
-    fine-tuned here) from the everyday train part, the abstention threshold from the dev part
-    (scored as the live detector runs); with `deep`, the deep head on frozen mpnet-6 vectors too
-    (`deep_fit`: `fit_deep`'s options, for experiments). `tuned_weight`: the half's share beside
-    the head. Returns what was chosen."""
-    train, dev = part_of(everyday, "train"), part_of(everyday, "dev")
-    if not train or not dev:
+    fine-tuned here) from the everyday train part and the `distilled` turns (train-part turns
+    labelled once by an LLM, round 8), the abstention threshold from the dev part (scored as the
+    live detector runs); with `deep`, the deep head on frozen mpnet-6 vectors too (`deep_fit`:
+    `fit_deep`'s options, for experiments). `tuned_weight`: the half's share beside the head.
+    Returns what was chosen."""
+    gold, dev = part_of(everyday, "train"), part_of(everyday, "dev")
+    if not gold or not dev:
         raise ValueError("the everyday file has no conversations in its train or dev part")
+    extra = distilled_train_rows(distilled)
+    train = [*gold, *extra]
     encoder = model.encoder
     pv, tv = Vectors.of(persuasion, encoder), Vectors.of(train, encoder)
     gate = fit_gate(pv.utterance, np.vstack([encoder.encode(gate_texts()), tv.utterance]))
@@ -280,8 +297,9 @@ def train_everyday(model: IntentModel, persuasion: Sequence[FaceActUtterance], e
         start = model.escalation if TUNE_FROM_ESCALATION and model.escalation is not None else model.tuned
         if start is None:
             raise ValueError("the intent model has no fine-tuned half to start the everyday one from")
-        tuned = tune_everyday_half(start, persuasion, train, progress=progress)
-    meta = {"data_sha256": data_sha256, "trained_on": "train", "tuned_on": "dev", "n_train": len(train),
+        tuned = tune_everyday_half(start, persuasion, gold, distilled=extra, progress=progress)
+    meta = {"data_sha256": data_sha256, "trained_on": "train", "tuned_on": "dev", "n_train": len(gold),
+            "n_distilled": len(extra), "distilled_sha256": distilled_sha256,
             "everyday_weight": EVERYDAY_WEIGHT, "head_c": HEAD_C, "gate_c": GATE_C,
             "tune": {"repeat": TUNE_REPEAT, "replay": TUNE_REPLAY, "epochs": TUNE_EPOCHS, "lr": TUNE_LR}}
     if deep:
