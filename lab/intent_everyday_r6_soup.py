@@ -4,7 +4,8 @@ Round 5's everyday halves are all fine-tuned from one start (the persuasion mpne
 with one recipe, on rounds 1-4 or 1-5 of the labelled set. Averaging their probabilities lifted the
 dev part by about a point; averaging their *weights* (Wortsman et al. 2022, "model soups") keeps
 that in one network, so an everyday turn still costs one pass. This averages the float16 arrays of
-N saved halves (same keys and shapes, or it stops) into OUT/tuned.npz, which `--everyday-half OUT`
+N saved halves (same keys and shapes, or it stops; a half is a folder holding tuned.npz or an intent
+artifact folder, whose int8-stored everyday half is read back to float) into OUT/tuned.npz, which `--everyday-half OUT`
 and `lab/intent_everyday_r5_variants.py OUT ...` read like any half.
 Usage: python lab/intent_everyday_r6_soup.py OUT_DIR HALF_DIR HALF_DIR [HALF_DIR ...] [--weights W,W,...]
 """
@@ -16,27 +17,32 @@ from pathlib import Path
 
 import numpy as np
 
-from guardian.detectors.intent.tuned import TUNED_FILE
+from guardian.detectors.intent.domain import EVERYDAY_TUNED_FILE
+from guardian.detectors.intent.tuned import TunedFaceActs
 
 
-def soup(halves: list[Path], weights: list[float]) -> dict[str, np.ndarray]:
-    loaded = [np.load(h / TUNED_FILE) for h in halves]
-    keys = loaded[0].files
-    if any(z.files != keys for z in loaded):
+def load_half(path: Path) -> TunedFaceActs:
+    """A half saved as tuned.npz, or an intent artifact folder's everyday half (stored as int8: read back to float)."""
+    everyday = path / EVERYDAY_TUNED_FILE
+    return TunedFaceActs.load(path, file=EVERYDAY_TUNED_FILE) if everyday.is_file() else TunedFaceActs.load(path)
+
+
+def soup(halves: list[Path], weights: list[float]) -> TunedFaceActs:
+    """The weighted mean of the halves' layers and heads (float32 sums, stored in each array's dtype)."""
+    loaded = [load_half(h) for h in halves]
+    first = loaded[0]
+    if any(set(h.layers) != set(first.layers) for h in loaded):
         raise SystemExit("the halves do not have the same arrays: not from one start")
-    if any(str(z["classes"].tolist()) != str(loaded[0]["classes"].tolist()) for z in loaded):
-        raise SystemExit("the halves order their classes differently")
-    out: dict[str, np.ndarray] = {}
-    for key in keys:
-        first = loaded[0][key]
-        if first.dtype.kind == "f":
-            mean = sum(w * z[key].astype(np.float64) for w, z in zip(weights, loaded, strict=True))
-            out[key] = np.asarray(mean, dtype=first.dtype)
-        else:
-            out[key] = first
-    config = [c for c in out["config"].tolist() if not c.startswith("soup=")]
-    out["config"] = np.array([*config, "soup=" + "+".join(h.name for h in halves)])
-    return out
+    if any(h.classes != first.classes or h.config != first.config or h.max_len != first.max_len for h in loaded):
+        raise SystemExit("the halves differ in classes, recipe or input length: not from one start")
+
+    def mean(arrays: list[np.ndarray]) -> np.ndarray:
+        total = sum(w * a.astype(np.float32) for w, a in zip(weights, arrays, strict=True))
+        return np.asarray(total, dtype=arrays[0].dtype)
+
+    return TunedFaceActs(classes=first.classes, layers={k: mean([h.layers[k] for h in loaded]) for k in first.layers},
+                         head_weight=mean([h.head_weight for h in loaded]), head_bias=mean([h.head_bias for h in loaded]),
+                         config=first.config, threads=first.threads, max_len=first.max_len)
 
 
 def main(argv: list[str]) -> None:
@@ -49,7 +55,7 @@ def main(argv: list[str]) -> None:
     total = sum(weights)
     weights = [w / total for w in weights]
     out.mkdir(parents=True, exist_ok=True)
-    np.savez(out / TUNED_FILE, **soup(halves, weights))  # type: ignore[arg-type]
+    soup(halves, weights).save(out)
     print(f"soup of {', '.join(map(str, halves))} (weights {', '.join(f'{w:.2f}' for w in weights)}) -> {out}")
 
 
