@@ -11,11 +11,11 @@ and the adjudicated conventions (`data/faceacts/everyday_distilled.csv`, everyda
 `label_b` empty: single-labelled, training data only, never in everyday.csv).
 
 Two starts:
-- `--start bundled` (default; ~20 min here): the bundled round-6 half trained on, as round 7 was: the
+- `--start bundled` (default; 6 min on a host with AMX bfloat16, ~20 on AVX2): the bundled round-6 half trained on, as round 7 was: the
   distilled turns once, the labelled train part once, 150 persuasion pairs, `--epochs 2` at `--lr 3e-5`;
 - `--start mpnet6`: rounds 5-6's recipe from the mpnet-6 escalation half (`domain_train.TUNE_*`): the
   labelled train part `--repeat` times, the distilled turns once, 300 persuasion pairs (`--epochs 5`
-  at `--lr 1e-4`; about 95 min of both cores on an AVX2-only host).
+  at `--lr 1e-4`; 30 min on the AMX host, about 95 on an AVX2-only one).
 
 Saves OUT/tuned.npz, which `guardian train-intent --everyday data/faceacts/everyday.csv --distilled
 data/faceacts/everyday_distilled.csv --everyday-half OUT --out ART` turns into a side (head and gate on the
