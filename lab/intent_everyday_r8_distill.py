@@ -11,7 +11,7 @@ and the adjudicated conventions (`data/faceacts/everyday_distilled.csv`, everyda
 `label_b` empty: single-labelled, training data only, never in everyday.csv).
 
 Two starts:
-- `--start bundled` (default; 6 min on a host with AMX bfloat16, ~20 on AVX2): the bundled round-6 half trained on, as round 7 was: the
+- `--start bundled` (default; 6 min on a host with AMX bfloat16, ~20 on AVX2): the bundled half (round 6's when measured) trained on, as round 7 was: the
   distilled turns once, the labelled train part once, 150 persuasion pairs, `--epochs 2` at `--lr 3e-5`;
 - `--start mpnet6`: rounds 5-6's recipe from the mpnet-6 escalation half (`domain_train.TUNE_*`): the
   labelled train part `--repeat` times, the distilled turns once, 300 persuasion pairs (`--epochs 5`
