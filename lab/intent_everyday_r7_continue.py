@@ -20,14 +20,15 @@ import csv
 import random
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from guardian.corpora.datasets import faceacts_path, load_faceacts
 from guardian.detectors.intent.domain_train import labelled_pairs, part_of
 from guardian.detectors.intent.tuned import TunedFaceActs
-from guardian.detectors.intent.tuned_train import train_tuned
 from guardian.locations import package_dir
+
+sys.path.insert(0, str(Path(__file__).parent))
+from finetune_common import train_half_and_save
 
 EVERYDAY = Path("data/faceacts/everyday.csv")
 
@@ -66,12 +67,7 @@ def main(argv: list[str]) -> None:
     y = [train[i].face_act for i in chosen] + [persuasion[i].face_act for i in pe]
     start = TunedFaceActs.load(package_dir() / "resources" / "intent_model", file="everyday_tuned.npz")
     print(f"{len(new)} round-7 turns, {len(old)} earlier; {len(x)} pairs, {epochs} epochs, lr {lr}", flush=True)
-    half = train_tuned(x, y, config=replace(start.config, epochs=epochs, lr=lr, seed=seed), start=start,
-                       progress=lambda s, n: print(f"step {s}/{n} {time.time() - t0:.0f} s", flush=True)
-                       if s % 20 == 0 else None)
-    out.mkdir(parents=True, exist_ok=True)
-    half.save(out)
-    print(f"trained on {len(x)} pairs in {time.time() - t0:.0f} s -> {out}", flush=True)
+    train_half_and_save(x, y, start=start, epochs=epochs, lr=lr, seed=seed, out=out, started=t0)
 
 
 if __name__ == "__main__":

@@ -33,7 +33,6 @@ import random
 import sys
 import time
 from collections import Counter
-from dataclasses import replace
 from pathlib import Path
 
 from guardian.corpora.conversations import split_of
@@ -49,9 +48,11 @@ from guardian.detectors.intent.domain_train import (
 )
 from guardian.detectors.intent.model import load_model
 from guardian.detectors.intent.tuned import TunedFaceActs
-from guardian.detectors.intent.tuned_train import train_tuned
 from guardian.locations import package_dir
 from guardian.taxonomy import FaceAct
+
+sys.path.insert(0, str(Path(__file__).parent))
+from finetune_common import train_half_and_save
 
 EVERYDAY = Path("data/faceacts/everyday.csv")
 DISTILLED = Path("data/faceacts/everyday_distilled.csv")
@@ -118,12 +119,7 @@ def train(argv: list[str]) -> None:
         start = TunedFaceActs.load(package_dir() / "resources" / "intent_model", file=EVERYDAY_TUNED_FILE)
     print(f"{len(gold)} labelled x{repeat}, {len(distilled)} distilled, {len(pe)} persuasion: {len(x)} pairs, "
           f"start {start_from}, {epochs} epochs, lr {lr}", flush=True)
-    half = train_tuned(x, y, config=replace(start.config, epochs=epochs, lr=lr, seed=seed), start=start,
-                       progress=lambda s, n: print(f"step {s}/{n} {time.time() - t0:.0f} s", flush=True)
-                       if s % 20 == 0 else None)
-    out.mkdir(parents=True, exist_ok=True)
-    half.save(out)
-    print(f"trained on {len(x)} pairs in {time.time() - t0:.0f} s -> {out}", flush=True)
+    train_half_and_save(x, y, start=start, epochs=epochs, lr=lr, seed=seed, out=out, started=t0)
 
 
 if __name__ == "__main__":
