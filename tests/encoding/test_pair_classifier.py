@@ -30,8 +30,8 @@ def test_an_int8_file_that_disagrees_with_float32_is_one_sentence_and_not_kept(t
 def test_the_bundled_mpnet_halves_follow_float32_as_int8(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The two mpnet-6 halves of the shipped face-act model, as a live turn runs them (their word-piece
     budgets), on real everyday turns. With eight-bit weights, on a CPU without VNNI (AVX2 only), the
-    integer sums overflowed: the escalation half's argmax agreed with float32 on 20 of these 24 turns, and
-    everyday dev accuracy fell from .66 to .41."""
+    integer sums overflowed: the escalation half's argmax agreed with float32 on 20 of the first 24 of these
+    turns, and everyday dev accuracy fell from .66 to .41."""
     import torch
 
     from guardian.corpora.datasets import load_faceacts
@@ -43,9 +43,13 @@ def test_the_bundled_mpnet_halves_follow_float32_as_int8(tmp_path: Path, monkeyp
     monkeypatch.setenv("GUARDIAN_CACHE_DIR", str(tmp_path))
     model = IntentModel.load(bundled_artifact_dir())  # fresh halves: their int8 files are built here, checked
     rows = load_faceacts(bundled_data_dir() / "faceacts" / "everyday.csv")
-    keep = sorted({r.conversation_id for r in rows})[:6]
+    # 120 turns, not 24: one argmax flip among 18-24 is five points, and a sound half's int8 copy flips a
+    # few in a hundred (round 8's everyday half: 96.7 % agreement on 183 turns, the escalation half 92.9 %),
+    # while the overflow this guards against flipped one in six.
+    keep = sorted({r.conversation_id for r in rows})[:40]
     rows = [r for r in rows if r.conversation_id in keep]
-    pairs = [pair_text(u.text, u.speaker, u.opener, u.context) for u in utterances_in_context(rows)][:24]
+    pairs = [pair_text(u.text, u.speaker, u.opener, u.context) for u in utterances_in_context(rows)][:120]
+    assert len(pairs) == 120
     assert model.escalation is not None and model.everyday is not None and model.everyday.tuned is not None
     for half in (model.escalation, model.everyday.tuned):
         int8 = half.predict_proba(pairs)
