@@ -118,6 +118,7 @@ class _Loaded:
     lock: threading.Lock
     single: Any = None  # TorchScript of `model` for unpadded texts (one, or a batch of one length), where tracing works
     session: Any = None  # the int8 onnxruntime session (precision "int8"); then `model` and `torch` are None
+    batch_invariant: bool = True  # a text's vector is the same alone and in a batch of its length (`_batch_invariant`)
 
 
 def quiet_loss_property(model: Any) -> None:
@@ -173,6 +174,32 @@ def _trace_encoder(torch: Any, model: Any, tokenizer: Any) -> Any:
     except Exception:  # tracing is an optimisation: any failure leaves the eager model in use
         return None
     return traced
+
+
+def _batch_invariant(torch: Any, run: Any, tokenizer: Any) -> bool:
+    """Whether a text's vector is bit for bit the same alone and in batches of texts of its length.
+
+    Why: `_embed` batches texts of one token count, which is exact only where the matrix kernels
+    reduce each row the same way whatever the batch. On CPUs with AMX (Sapphire Rapids) bfloat16
+    products are not: oneDNN picks other kernels for some batch x length sizes, and a vector moved by
+    up to ~2e-4 with the batch it was encoded in (14 tokens alone, in 3-23 texts, or in 24 and more
+    all differed), so a resumed bulk run's rows differed from a fresh run's in the last digits
+    (docs/bulk.md). Where this probe finds any difference, `_embed` encodes texts one at a time: the
+    vector is then a function of the text alone again, as the live monitor (one new turn at a time)
+    always had it.
+    """
+    with torch.inference_mode():
+        for words in (4, 12, 28, 60):
+            texts = [" ".join(["word"] * (words - 1) + [f"n{i}"]) for i in range(32)]
+            ids = torch.tensor(tokenizer(texts, truncation=True, max_length=128)["input_ids"])
+            if len({len(row) for row in ids.tolist()}) != 1:
+                continue
+            types, mask = torch.zeros_like(ids), torch.ones_like(ids)
+            alone = run(ids[:1], types[:1], mask[:1]).float()
+            for n in (2, 3, 5, 8, 16, 32):
+                if not torch.equal(run(ids[:n], types[:n], mask[:n]).float()[:1], alone):
+                    return False
+    return True
 
 
 _weights: dict[tuple[str, str], _Loaded] = {}
@@ -271,8 +298,10 @@ def _load(path: Path, precision: Precision) -> _Loaded:
         torch, tokenizer, model = _torch_weights(path)
         if precision == "bfloat16":
             model = model.to(torch.bfloat16)
-        loaded = _Loaded(model=model, tokenizer=tokenizer, torch=torch, lock=threading.Lock(),
-                         single=_trace_encoder(torch, model, tokenizer))
+        single = _trace_encoder(torch, model, tokenizer)
+        run = single if single is not None else _last_hidden(torch, model)
+        loaded = _Loaded(model=model, tokenizer=tokenizer, torch=torch, lock=threading.Lock(), single=single,
+                         batch_invariant=_batch_invariant(torch, run, tokenizer))
         _weights[key] = loaded
         return loaded
 
@@ -349,10 +378,11 @@ class SentenceEncoder:
         run = loaded.single if loaded.single is not None else (
             lambda ids, types, mask: loaded.model(input_ids=ids, token_type_ids=types, attention_mask=mask).last_hidden_state
         )
+        step = self._batch_size if loaded.batch_invariant else 1  # see `_batch_invariant`
         for length in sorted(by_length):
             same = by_length[length]
-            for i in range(0, len(same), self._batch_size):
-                idx = same[i : i + self._batch_size]
+            for i in range(0, len(same), step):
+                idx = same[i : i + step]
                 ids = torch.tensor([tokens["input_ids"][j] for j in idx])
                 types = torch.tensor([tokens["token_type_ids"][j] for j in idx])
                 mask = torch.ones_like(ids)
