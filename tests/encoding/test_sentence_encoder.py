@@ -28,6 +28,17 @@ def test_vectors_are_unit_length_cached_and_batch_independent() -> None:
 
 
 @pytest.mark.parametrize("precision", ["float32", "bfloat16"])
+def test_a_texts_vector_is_exactly_its_vector_alone_in_any_company(precision: sentence_encoder.Precision) -> None:
+    """Bit for bit, whatever shares its batch (rows are compared exactly across bulk runs and resumes): on CPUs
+    whose kernels reduce a row differently with the batch (bfloat16 with AMX) the encoder goes one text at a time."""
+    texts = [f"You said you would call me back by number {i} today." for i in range(40)]  # one token count
+    alone = np.vstack([SentenceEncoder(precision=precision, cache_size=0).encode([t]) for t in texts[:3]])
+    for n in (2, 3, 6, 17, 40):
+        together = SentenceEncoder(precision=precision, cache_size=0).encode(texts[:n])
+        assert np.array_equal(together[: min(n, 3)], alone[: min(n, 3)]), n
+
+
+@pytest.mark.parametrize("precision", ["float32", "bfloat16"])
 def test_one_text_runs_traced_and_matches_the_eager_batch(precision: sentence_encoder.Precision) -> None:
     """A live turn (one text) goes through the TorchScript trace; its vector is the eager one."""
     encoder = SentenceEncoder(precision=precision, cache_size=0, max_tokens=256)
