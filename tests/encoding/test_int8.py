@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from guardian.encoding import sentence_encoder
+from guardian.encoding import minilm_weights, sentence_encoder
 from guardian.encoding.sentence_encoder import SentenceEncoder
 from guardian.errors import ModelUnavailable
 
@@ -50,25 +50,25 @@ def test_int8_vectors_depend_on_the_text_only_and_stay_close_to_float32() -> Non
 def test_the_int8_file_is_built_once_into_the_cache(monkeypatch: pytest.MonkeyPatch) -> None:
     path = sentence_encoder.default_model_path()
     SentenceEncoder(precision="int8", cache_size=0).warm_up()
-    target = sentence_encoder._int8_file(path)
+    target = minilm_weights.int8_file(path)
     assert target.is_file() and target.parent.name == "encoder_int8"
     assert not list(target.parent.glob("*.part"))
 
     def no_export(*_: object) -> None:
         raise AssertionError("exported again although the cached file exists")
 
-    monkeypatch.setattr(sentence_encoder, "_export_int8", no_export)
-    loaded = sentence_encoder._load_int8(path)  # what a new process does
+    monkeypatch.setattr(minilm_weights, "_export_int8", no_export)
+    loaded = minilm_weights.load_int8(path)  # what a new process does
     assert loaded.session is not None and loaded.model is None
 
 
 def test_a_damaged_cache_file_is_one_sentence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("GUARDIAN_CACHE_DIR", str(tmp_path))
     path = sentence_encoder.default_model_path()
-    target = sentence_encoder._int8_file(path)
+    target = minilm_weights.int8_file(path)
     target.write_bytes(b"not an onnx file")
     with pytest.raises(ModelUnavailable, match=r"could not be opened.*delete it and retry"):
-        sentence_encoder._load_int8(path)
+        minilm_weights.load_int8(path)
 
 
 def test_the_rewrite_needs_a_dynamically_quantised_model() -> None:

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from guardian.detectors.intent.model import default_encoder
-from guardian.encoding import sentence_encoder
+from guardian.encoding import minilm_weights, sentence_encoder
 from guardian.encoding.sentence_encoder import SentenceEncoder, shared_encoder
 from guardian.errors import ModelUnavailable
 
@@ -44,7 +44,7 @@ def test_one_text_runs_traced_and_matches_the_eager_batch(precision: sentence_en
     encoder = SentenceEncoder(precision=precision, cache_size=0, max_tokens=256)
     texts = ["Fine.", "You're imagining things again, and everyone can see it but you.", "so tired " * 140]
     eager = encoder.encode(texts)  # a padded batch: the eager module
-    loaded = sentence_encoder._load(encoder.path, precision)
+    loaded = minilm_weights.load(encoder.path, precision)
     assert loaded.single is not None  # tracing worked on this machine's torch
     calls = []
     real = loaded.single

@@ -29,7 +29,7 @@ import numpy as np
 from guardian._env import apply_process_defaults
 from guardian.encoding.encoders import ENCODERS, HIDDEN, EncoderName, encoder_path
 from guardian.encoding.int8 import cache_folder, onnxruntime_module, open_session, quiet_root_logger
-from guardian.encoding.sentence_encoder import quiet_loss_property
+from guardian.encoding.minilm_weights import quiet_loss_property
 from guardian.errors import ModelUnavailable
 
 #: Bump when the ONNX export or the quantisation changes: cached int8 files are then rebuilt.
