@@ -223,7 +223,11 @@ def _train_everyday(*, out: str | None, everyday: str, data: str | None, half: s
 
     from guardian.corpora.datasets import faceacts_path, file_sha256, load_faceacts
     from guardian.detectors.intent.domain import EVERYDAY_TUNED_FILE
-    from guardian.detectors.intent.domain_train import rethreshold, train_everyday
+    from guardian.detectors.intent.domain_train import (
+        distilled_train_rows,
+        rethreshold,
+        train_everyday,
+    )
     from guardian.detectors.intent.model import (
         IntentModel,
         bundled_artifact_dir,
@@ -239,6 +243,10 @@ def _train_everyday(*, out: str | None, everyday: str, data: str | None, half: s
         raise InputError("file not found", source=distilled)
     if extra_path is not None and threshold_only:
         raise InputError("--threshold-only keeps every weight, so --distilled turns would not be read; drop one")
+    try:  # checked first (before any file is copied), so that the sentence names the distilled file, not the everyday one
+        extra = distilled_train_rows(load_faceacts(extra_path)) if extra_path else []
+    except ValueError as exc:
+        raise InputError(str(exc), source=distilled) from None
     _limit_threads()
     target = Path(out) if out else cached_artifact_dir()
     base = target if (target / "model.json").exists() else bundled_artifact_dir()
@@ -257,11 +265,10 @@ def _train_everyday(*, out: str | None, everyday: str, data: str | None, half: s
         else:
             chosen = train_everyday(model, load_faceacts(Path(data) if data else faceacts_path()), load_faceacts(path),
                                     data_sha256=file_sha256(path), tuned=tuned,
-                                    distilled=load_faceacts(extra_path) if extra_path else (),
-                                    distilled_sha256=file_sha256(extra_path) if extra_path else None,
+                                    distilled=extra, distilled_sha256=file_sha256(extra_path) if extra_path else None,
                                     progress=None if tuned else _progress("fine-tuning the everyday half"))
     except ValueError as exc:
-        raise InputError(str(exc), source=distilled if distilled and "distilled" in str(exc) else everyday) from None
+        raise InputError(str(exc), source=everyday) from None
     assert model.everyday is not None
     model.everyday.save(target)
     more = f" + {chosen['n_distilled']} distilled" if chosen.get("n_distilled") else ""
