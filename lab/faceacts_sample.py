@@ -22,7 +22,13 @@ Round 8 (distillation, not gold): stretches of 4 turns of still other *train-par
 dialogues, everyday chat and phone calls (`PLAN_8`, five times round 7's film and everyday share), none of
 those an earlier round or round 6's self-training drew; labelled once each by an LLM agent from the same
 guidelines (`lab/data/faceacts_distilled_r8.csv`), training data only, never in `everyday.csv`.
-Usage: python lab/faceacts_sample.py OUT.csv [--round 2|3|4|5|6|7|8]
+Round 9 (distillation, the rare acts): as round 8 (`PLAN_9`), none of a conversation round 8 drew either,
+plus single turns drawn by round 3's recall net (`RARE_CUES`, `RARE_9`), the acts round 8's labels had least
+of (hneg+ 20, spos- 41 of 1,858), all of the train part.
+Round 10 (distillation, more of the same): as round 8 (`PLAN_10`), none of a conversation round 8 or 9 drew.
+Round 11 (distillation at scale): as round 10 (`PLAN_11`), with task dialogues too, each source at most what
+its train part has left.
+Usage: python lab/faceacts_sample.py OUT.csv [--round 2|3|...|11]
 """
 
 from __future__ import annotations
@@ -51,6 +57,15 @@ PLAN_6 = {"dailydialog": (40, 4), "sgd": (24, 4), "calls:benign": (16, 4), "call
 PLAN_7 = {"dailydialog": (70, 4), "mentalmanip": (70, 4)}
 #: Round 8 (train part, one LLM labeller each: distillation): the weak kinds at scale, and calls.
 PLAN_8 = {"mentalmanip": (240, 4), "dailydialog": (200, 4), "calls:benign": (30, 4), "calls:scam": (30, 4)}
+#: Round 9 (train part, one LLM labeller each): more of the weak kinds, and single turns of the rare acts.
+PLAN_9 = {"mentalmanip": (190, 4), "dailydialog": (150, 4), "calls:benign": (25, 4), "calls:scam": (25, 4)}
+#: Round 9's rare-act singles per `RARE_CUES` group (round 3 drew 90 / 70 / 90).
+RARE_9 = {"self": 60, "blame": 60, "ease": 100}
+#: Round 10 (train part, one LLM labeller each): round 8's mix again, calls doubled (round 8's side lost 4 points there).
+PLAN_10 = {"mentalmanip": (240, 4), "dailydialog": (200, 4), "calls:benign": (60, 4), "calls:scam": (60, 4)}
+#: Round 11 (train part, one LLM labeller each): a teacher's set at scale for the fine-tuned everyday half.
+PLAN_11 = {"mentalmanip": (400, 4), "dailydialog": (350, 4), "calls:benign": (80, 4), "calls:scam": (80, 4),
+           "sgd": (80, 4)}
 
 # Phrases that often carry spos+, spos- or hneg+ (a recall net, not a label: the labellers
 # see none of this). Group -> (turns to draw, pattern).
@@ -113,11 +128,14 @@ def main(out: str, *, round_: int = 1) -> None:
         _draw_rare(pools, taken, rng, rows)
         _write(rows, out)
         return
-    plan = {4: PLAN_4, 6: PLAN_6, 7: PLAN_7, 8: PLAN_8}.get(round_, PLAN)
+    plan = {4: PLAN_4, 6: PLAN_6, 7: PLAN_7, 8: PLAN_8, 9: PLAN_9, 10: PLAN_10, 11: PLAN_11}.get(round_, PLAN)
     if round_ >= 7:
         import intent_everyday_r6_selftrain
 
         taken |= {u.conversation_id for u in intent_everyday_r6_selftrain.unlabelled(2.0, 33)}
+    if round_ >= 9:
+        with (ROOT / "data" / "faceacts" / "everyday_distilled.csv").open(encoding="utf-8") as f:
+            taken |= {row["conversation_id"] for row in csv.DictReader(f) if int(row["round"]) < round_}
     for source, (n_conv, per) in plan.items():
         pool = pools[source]
         if round_ >= 7:
@@ -126,7 +144,7 @@ def main(out: str, *, round_: int = 1) -> None:
             pool = [c for c in pool if c["id"] not in taken and split_of(c["id"]) == "test"]
         elif round_ > 1:
             pool = [c for c in pool if c["id"] not in taken and split_of(c["id"]) != "test"]
-        for conv in rng.sample(pool, n_conv):
+        for conv in rng.sample(pool, min(n_conv, len(pool))):
             turns = conv["turns"]
             start = rng.randrange(0, max(1, len(turns) - per + 1))
             for i in range(start, min(len(turns), start + per)):
@@ -134,16 +152,20 @@ def main(out: str, *, round_: int = 1) -> None:
                 if not text:
                     continue
                 rows.append(_row(len(rows), source, conv, i))
+    if round_ == 9:
+        taken |= {r["conversation_id"] for r in rows}
+        _draw_rare(pools, taken, rng, rows, sizes=RARE_9, parts=("train",))
     _write(rows, out)
 
 
-def _draw_rare(pools: dict[str, list[dict]], taken: set[str], rng: random.Random, rows: list[dict]) -> None:
+def _draw_rare(pools: dict[str, list[dict]], taken: set[str], rng: random.Random, rows: list[dict], *,
+               sizes: dict[str, int] | None = None, parts: tuple[str, ...] = ("train", "dev")) -> None:
     from guardian.corpora.conversations import split_of
 
     candidates: dict[str, list[tuple[str, dict, int]]] = {group: [] for group in RARE_CUES}
     for source, pool in pools.items():
         for conv in pool:
-            if conv["id"] in taken or split_of(conv["id"]) == "test":
+            if conv["id"] in taken or split_of(conv["id"]) not in parts:
                 continue
             for i, turn in enumerate(conv["turns"]):
                 text = turn["text"].strip().lower()
@@ -154,6 +176,7 @@ def _draw_rare(pools: dict[str, list[dict]], taken: set[str], rng: random.Random
     used: set[str] = set()
     picked = []
     for group, (n, _) in RARE_CUES.items():
+        n = (sizes or {}).get(group, n)
         found = candidates[group]
         rng.shuffle(found)
         by_source: dict[str, int] = {}

@@ -23,7 +23,8 @@ train part and the distilled turns, threshold on the dev part; without `--distil
 the labelled turns alone). Scored by `python lab/intent_everyday_r6_kinds.py ART --part dev`.
 Usage: python lab/intent_everyday_r8_distill.py OUT_DIR [--start bundled|mpnet6] [--epochs N] [--lr X]
        [--repeat N] [--seed 17]
-       python lab/intent_everyday_r8_distill.py --build SAMPLE.csv LABELS_DIR   (writes the distilled CSV)
+       python lab/intent_everyday_r8_distill.py --build SAMPLE.csv LABELS_DIR [--round 9 --out FILE]
+       (writes the distilled CSV; round 9's sample is `lab/faceacts_sample.py OUT --round 9`)
 """
 
 from __future__ import annotations
@@ -63,7 +64,7 @@ def option(argv: list[str], name: str, default: str) -> str:
     return argv[argv.index(name) + 1] if name in argv else default
 
 
-def build(sample: Path, labels: Path) -> None:
+def build(sample: Path, labels: Path, *, round_: int = 8, out: Path = DISTILLED) -> None:
     """The distilled CSV from the drawn sample and the labellers' `item,face_act` files (labels_*.csv)."""
     acts: dict[str, str] = {}
     for f in sorted(labels.glob("labels_*.csv")):
@@ -79,8 +80,8 @@ def build(sample: Path, labels: Path) -> None:
     missing = [r["item"] for r in rows if r["item"] not in acts]
     if missing:
         raise SystemExit(f"{len(missing)} items have no label, e.g. {missing[:5]}")
-    assert all(split_of(r["conversation_id"]) == "train" for r in rows), "round 8 draws from the train part only"
-    with DISTILLED.open("w", newline="", encoding="utf-8") as fh:
+    assert all(split_of(r["conversation_id"]) == "train" for r in rows), "distillation draws from the train part only"
+    with out.open("w", newline="", encoding="utf-8") as fh:
         w = csv.DictWriter(fh, fieldnames=COLUMNS)
         w.writeheader()
         seen: set[str] = set()
@@ -90,8 +91,8 @@ def build(sample: Path, labels: Path) -> None:
             w.writerow({"conversation_id": r["conversation_id"], "turn": r["turn"], "speaker": r["speaker"],
                         "utterance": r["utterance"], "face_act": acts[r["item"]], "source": r["source"],
                         "previous": r["previous"] if first else "", "label_a": acts[r["item"]], "label_b": "",
-                        "round": 8})
-    print(f"{len(rows)} distilled turns -> {DISTILLED}: {dict(Counter(acts[r['item']] for r in rows).most_common())}")
+                        "round": round_})
+    print(f"{len(rows)} distilled turns -> {out}: {dict(Counter(acts[r['item']] for r in rows).most_common())}")
 
 
 def train(argv: list[str]) -> None:
@@ -124,6 +125,7 @@ def train(argv: list[str]) -> None:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--build"]:
-        build(Path(sys.argv[2]), Path(sys.argv[3]))
+        build(Path(sys.argv[2]), Path(sys.argv[3]), round_=int(option(sys.argv, "--round", "8")),
+              out=Path(option(sys.argv, "--out", str(DISTILLED))))
     else:
         train(sys.argv[1:])

@@ -37,6 +37,8 @@ from guardian.taxonomy import FaceAct
 Part = Literal["train", "dev", "test"]
 #: How much one everyday utterance counts against one persuasion utterance in the head's loss.
 EVERYDAY_WEIGHT = 4.0
+#: ... and one distilled utterance (labelled once by an LLM, rounds 8-9).
+DISTILLED_WEIGHT = 4.0
 #: The everyday head's regularisation (the persuasion linear half uses C = 2).
 HEAD_C = 1.0
 #: The gate's regularisation (C = 4 and 0.5 route the same share of persuasion turns; 4 did better on the dev part).
@@ -85,9 +87,10 @@ class Head:
 def fit_head(
     persuasion: Sequence[FaceActUtterance], everyday: Sequence[FaceActUtterance], *,
     persuasion_vectors: Vectors, everyday_vectors: Vectors, config: FeatureConfig | None = None,
-    everyday_weight: float = EVERYDAY_WEIGHT, c: float = HEAD_C, augment: bool = True,
+    everyday_weight: float | np.ndarray = EVERYDAY_WEIGHT, c: float = HEAD_C, augment: bool = True,
 ) -> Head:
-    """The everyday head: the linear half's features over both sets; with `augment`, the features
+    """The everyday head: the linear half's features over both sets (`everyday_weight`: one weight
+    for every everyday row, or one per row); with `augment`, the features
     once more for everyday rows only (zeros for persuasion rows), so everyday conventions get their
     own weights on top of the shared ones. At run time every utterance it reads is treated as
     everyday, so the copy folds into the shared weights (coef = shared + everyday)."""
@@ -112,7 +115,7 @@ def fit_head(
     x = vstack([xp, xe], format="csr")
     labels = [str(r.face_act) for r in (*persuasion, *everyday)]
     cw = class_weights(labels, power=CLASS_WEIGHT_POWER)
-    weights = np.array([cw[y] for y in labels]) * np.r_[np.ones(len(up)), np.full(len(ue), everyday_weight)]
+    weights = np.array([cw[y] for y in labels]) * np.r_[np.ones(len(up)), np.broadcast_to(everyday_weight, len(ue))]
     clf = LogisticRegression(C=c, max_iter=3000).fit(x, np.array(labels), sample_weight=weights)
     coef = np.asarray(clf.coef_, dtype=np.float32)
     if augment:
@@ -292,7 +295,8 @@ def train_everyday(model: IntentModel, persuasion: Sequence[FaceActUtterance], e
     encoder = model.encoder
     pv, tv = Vectors.of(persuasion, encoder), Vectors.of(train, encoder)
     gate = fit_gate(pv.utterance, np.vstack([encoder.encode(gate_texts()), tv.utterance]))
-    head = fit_head(persuasion, train, persuasion_vectors=pv, everyday_vectors=tv)
+    head = fit_head(persuasion, train, persuasion_vectors=pv, everyday_vectors=tv,
+                    everyday_weight=np.r_[np.full(len(gold), EVERYDAY_WEIGHT), np.full(len(extra), DISTILLED_WEIGHT)])
     if tuned is None:
         start = model.escalation if TUNE_FROM_ESCALATION and model.escalation is not None else model.tuned
         if start is None:
@@ -300,7 +304,7 @@ def train_everyday(model: IntentModel, persuasion: Sequence[FaceActUtterance], e
         tuned = tune_everyday_half(start, persuasion, gold, distilled=extra, progress=progress)
     meta = {"data_sha256": data_sha256, "trained_on": "train", "tuned_on": "dev", "n_train": len(gold),
             "n_distilled": len(extra), "distilled_sha256": distilled_sha256,
-            "everyday_weight": EVERYDAY_WEIGHT, "head_c": HEAD_C, "gate_c": GATE_C,
+            "everyday_weight": EVERYDAY_WEIGHT, "distilled_weight": DISTILLED_WEIGHT, "head_c": HEAD_C, "gate_c": GATE_C,
             "tune": {"repeat": TUNE_REPEAT, "replay": TUNE_REPLAY, "epochs": TUNE_EPOCHS, "lr": TUNE_LR}}
     if deep:
         meta["deep_fit"] = {"c": DEEP_C, "power": DEEP_POWER}
