@@ -337,8 +337,11 @@ def test_a_persuasion_halfs_probabilities_stay_out_of_an_everyday_turns_everyday
 
 @pytest.mark.slow
 def test_the_distilled_turns_are_train_part_turns_of_conversations_the_set_never_drew() -> None:
-    """Round 8's single-labelled turns may only teach: none of a dev/test conversation (threshold, held-out
-    figures), none of a conversation the gold set drew (so gold and distilled labels never meet on a turn)."""
+    """Rounds 8-11's single-labelled turns may only teach: none of a dev/test conversation (threshold,
+    held-out figures), none of a conversation the gold set drew (so gold and distilled labels never meet on
+    a turn), no conversation in two rounds and no turn twice (a round draws conversations no earlier one did)."""
+    import csv
+
     from guardian.corpora.conversations import split_of
 
     distilled = load_faceacts(DISTILLED)
@@ -346,6 +349,14 @@ def test_the_distilled_turns_are_train_part_turns_of_conversations_the_set_never
     assert {split_of(r.conversation_id) for r in distilled} == {"train"}
     assert not {r.conversation_id for r in distilled} & {r.conversation_id for r in load_faceacts(EVERYDAY)}
     assert len({r.face_act for r in distilled}) == 9  # all nine acts, none outside them (load_faceacts parses)
+    with DISTILLED.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.DictReader(f))
+    rounds_of: dict[str, set[str]] = {}
+    for row in rows:
+        rounds_of.setdefault(row["conversation_id"], set()).add(row["round"])
+    assert {r for rs in rounds_of.values() for r in rs} >= {"8", "9", "10", "11"}
+    assert all(len(rs) == 1 for rs in rounds_of.values())
+    assert len({(row["conversation_id"], row["turn"]) for row in rows}) == len(rows)
 
 
 def test_distilled_turns_of_a_dev_or_test_conversation_are_refused(
