@@ -13,6 +13,7 @@ Usage: python lab/intent_everyday_r6_soup.py OUT_DIR HALF_DIR HALF_DIR [HALF_DIR
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -33,8 +34,11 @@ def soup(halves: list[Path], weights: list[float]) -> TunedFaceActs:
     first = loaded[0]
     if any(set(h.layers) != set(first.layers) for h in loaded):
         raise SystemExit("the halves do not have the same arrays: not from one start")
-    if any(h.classes != first.classes or h.config != first.config or h.max_len != first.max_len for h in loaded):
-        raise SystemExit("the halves differ in classes, recipe or input length: not from one start")
+    def network(h: TunedFaceActs) -> object:  # the config less the schedule (epochs, lr, seed): a round-11 half ran 2 epochs
+        return replace(h.config, epochs=first.config.epochs, lr=first.config.lr, seed=first.config.seed)
+
+    if any(h.classes != first.classes or network(h) != first.config or h.max_len != first.max_len for h in loaded):
+        raise SystemExit("the halves differ in classes, network or input length: not from one start")
 
     def mean(arrays: list[np.ndarray]) -> np.ndarray:
         total = sum(w * a.astype(np.float32) for w, a in zip(weights, arrays, strict=True))
