@@ -37,7 +37,7 @@ from guardian.taxonomy import FaceAct
 Part = Literal["train", "dev", "test"]
 #: How much one everyday utterance counts against one persuasion utterance in the head's loss.
 EVERYDAY_WEIGHT = 4.0
-#: ... and one distilled utterance (labelled once by an LLM, rounds 8-9).
+#: ... and one distilled utterance (labelled once by an LLM, rounds 8-11; 2 did as well on dev, lab/intent_everyday_r9_head.py).
 DISTILLED_WEIGHT = 4.0
 #: The everyday head's regularisation (the persuasion linear half uses C = 2).
 HEAD_C = 1.0
@@ -283,7 +283,7 @@ def train_everyday(model: IntentModel, persuasion: Sequence[FaceActUtterance], e
                    progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     """Attach the everyday head to `model`: head, gate and everyday tuned half (`tuned`, else
     fine-tuned here) from the everyday train part and the `distilled` turns (train-part turns
-    labelled once by an LLM, round 8), the abstention threshold from the dev part (scored as the
+    labelled once by an LLM, rounds 8-11), the abstention threshold from the dev part (scored as the
     live detector runs); with `deep`, the deep head on frozen mpnet-6 vectors too (`deep_fit`:
     `fit_deep`'s options, for experiments). `tuned_weight`: the half's share beside the head.
     Returns what was chosen."""
