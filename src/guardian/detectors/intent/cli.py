@@ -260,10 +260,11 @@ def _train_everyday(*, out: str | None, everyday: str, data: str | None, half: s
             else TunedFaceActs.load(Path(half))
     lead = "everyday threshold chosen again, weights kept" if threshold_only else "everyday head"
     try:
+        rows = load_faceacts(path)
         if threshold_only:  # every weight kept: only the abstention threshold, on the dev part
-            chosen = rethreshold(model, load_faceacts(path))
+            chosen = rethreshold(model, rows)
         else:
-            chosen = train_everyday(model, load_faceacts(Path(data) if data else faceacts_path()), load_faceacts(path),
+            chosen = train_everyday(model, load_faceacts(Path(data) if data else faceacts_path()), rows,
                                     data_sha256=file_sha256(path), tuned=tuned,
                                     distilled=extra, distilled_sha256=file_sha256(extra_path) if extra_path else None,
                                     progress=None if tuned else _progress("fine-tuning the everyday half"))
@@ -273,7 +274,7 @@ def _train_everyday(*, out: str | None, everyday: str, data: str | None, half: s
             # the halves were scored in float above; the runtime reads the saved int8 ones, so the
             # threshold is chosen again as they run (round 8: .748 in float, .734 as int8)
             model = IntentModel.load(target)
-            chosen = {**chosen, **rethreshold(model, load_faceacts(path))}
+            chosen = {**chosen, **rethreshold(model, rows)}
             assert model.everyday is not None
             model.everyday.save(target)
     except ValueError as exc:
