@@ -28,7 +28,10 @@ of (hneg+ 20, spos- 41 of 1,858), all of the train part.
 Round 10 (distillation, more of the same): as round 8 (`PLAN_10`), none of a conversation round 8 or 9 drew.
 Round 11 (distillation at scale): as round 10 (`PLAN_11`), with task dialogues too, each source at most what
 its train part has left.
-Usage: python lab/faceacts_sample.py OUT.csv [--round 2|3|...|11]
+Round 12 (distillation, whole conversations): every turn rounds 8-11 left out of the train-part film dialogues
+and everyday chats they drew (so each of those conversations is then labelled whole, and a turn's context in
+training is the turns really before it), plus 4-turn stretches of other train-part calls (`PLAN_12`).
+Usage: python lab/faceacts_sample.py OUT.csv [--round 2|3|...|12]
 """
 
 from __future__ import annotations
@@ -66,6 +69,11 @@ PLAN_10 = {"mentalmanip": (240, 4), "dailydialog": (200, 4), "calls:benign": (60
 #: Round 11 (train part, one LLM labeller each): a teacher's set at scale for the fine-tuned everyday half.
 PLAN_11 = {"mentalmanip": (400, 4), "dailydialog": (350, 4), "calls:benign": (80, 4), "calls:scam": (80, 4),
            "sgd": (80, 4)}
+
+#: Round 12 (train part, one LLM labeller each): new calls; the film and everyday conversations are completed.
+PLAN_12 = {"calls:benign": (200, 4), "calls:scam": (200, 4)}
+#: Round 12's sources whose drawn conversations are completed (every turn not yet labelled).
+REST_12 = ("mentalmanip", "dailydialog")
 
 # Phrases that often carry spos+, spos- or hneg+ (a recall net, not a label: the labellers
 # see none of this). Group -> (turns to draw, pattern).
@@ -128,14 +136,18 @@ def main(out: str, *, round_: int = 1) -> None:
         _draw_rare(pools, taken, rng, rows)
         _write(rows, out)
         return
-    plan = {4: PLAN_4, 6: PLAN_6, 7: PLAN_7, 8: PLAN_8, 9: PLAN_9, 10: PLAN_10, 11: PLAN_11}.get(round_, PLAN)
+    plan = {4: PLAN_4, 6: PLAN_6, 7: PLAN_7, 8: PLAN_8, 9: PLAN_9, 10: PLAN_10, 11: PLAN_11,
+            12: PLAN_12}.get(round_, PLAN)
     if round_ >= 7:
         import intent_everyday_r6_selftrain
 
         taken |= {u.conversation_id for u in intent_everyday_r6_selftrain.unlabelled(2.0, 33)}
     if round_ >= 9:
         with (ROOT / "data" / "faceacts" / "everyday_distilled.csv").open(encoding="utf-8") as f:
-            taken |= {row["conversation_id"] for row in csv.DictReader(f) if int(row["round"]) < round_}
+            earlier = [row for row in csv.DictReader(f) if int(row["round"]) < round_]
+        taken |= {row["conversation_id"] for row in earlier}
+        if round_ == 12:
+            _draw_rest(pools, earlier, rows)
     for source, (n_conv, per) in plan.items():
         pool = pools[source]
         if round_ >= 7:
@@ -156,6 +168,21 @@ def main(out: str, *, round_: int = 1) -> None:
         taken |= {r["conversation_id"] for r in rows}
         _draw_rare(pools, taken, rng, rows, sizes=RARE_9, parts=("train",))
     _write(rows, out)
+
+
+def _draw_rest(pools: dict[str, list[dict]], earlier: list[dict], rows: list[dict]) -> None:
+    """Every turn not yet labelled of the `REST_12` conversations the earlier distilled rounds drew."""
+    labelled: dict[str, set[int]] = {}
+    for row in earlier:
+        labelled.setdefault(row["conversation_id"], set()).add(int(row["turn"]))
+    for source in REST_12:
+        for conv in pools[source]:
+            done = labelled.get(conv["id"])
+            if done is None:
+                continue
+            for i, turn in enumerate(conv["turns"]):
+                if i not in done and turn["text"].strip():
+                    rows.append(_row(len(rows), source, conv, i))
 
 
 def _draw_rare(pools: dict[str, list[dict]], taken: set[str], rng: random.Random, rows: list[dict], *,
