@@ -21,8 +21,10 @@ Saves OUT/tuned.npz, which `guardian train-intent --everyday data/faceacts/every
 data/faceacts/everyday_distilled.csv --everyday-half OUT --out ART` turns into a side (head and gate on the
 train part and the distilled turns, threshold on the dev part; without `--distilled` the head learns from
 the labelled turns alone). Scored by `python lab/intent_everyday_r6_kinds.py ART --part dev`.
+Round 12 (`--rounds 12`): the bundled half trained on one round's turns only (with the labelled train part
+and 150 persuasion pairs), each turn's context read from all rounds' turns of its conversation.
 Usage: python lab/intent_everyday_r8_distill.py OUT_DIR [--start bundled|mpnet6] [--epochs N] [--lr X]
-       [--repeat N] [--seed 17]
+       [--repeat N] [--seed 17] [--rounds 12]
        python lab/intent_everyday_r8_distill.py --build SAMPLE.csv LABELS_DIR [--round 9 --out FILE]
        (writes the distilled CSV; round 9's sample is `lab/faceacts_sample.py OUT --round 9`)
 """
@@ -111,14 +113,20 @@ def train(argv: list[str]) -> None:
     rng = random.Random(seed)
     pe_pairs = labelled_pairs(persuasion)
     pe = rng.sample(range(len(persuasion)), TUNE_REPLAY if faithful else 150)
-    x = labelled_pairs(gold) * repeat + labelled_pairs(distilled) + [pe_pairs[i] for i in pe]
-    y = [r.face_act for r in gold] * repeat + [r.face_act for r in distilled] + [persuasion[i].face_act for i in pe]
+    # --rounds 12: train on those rounds' turns only, their context still read from every round's turns
+    rounds = set(option(argv, "--rounds", "").split(",")) - {""}
+    with DISTILLED.open(encoding="utf-8") as f:
+        keep = [i for i, row in enumerate(csv.DictReader(f)) if not rounds or row["round"] in rounds]
+    d_pairs = labelled_pairs(distilled)
+    x = labelled_pairs(gold) * repeat + [d_pairs[i] for i in keep] + [pe_pairs[i] for i in pe]
+    y = ([r.face_act for r in gold] * repeat + [distilled[i].face_act for i in keep]
+         + [persuasion[i].face_act for i in pe])
     if faithful:
         start = load_model().escalation
         assert start is not None
     else:
         start = TunedFaceActs.load(package_dir() / "resources" / "intent_model", file=EVERYDAY_TUNED_FILE)
-    print(f"{len(gold)} labelled x{repeat}, {len(distilled)} distilled, {len(pe)} persuasion: {len(x)} pairs, "
+    print(f"{len(gold)} labelled x{repeat}, {len(keep)} distilled, {len(pe)} persuasion: {len(x)} pairs, "
           f"start {start_from}, {epochs} epochs, lr {lr}", flush=True)
     train_half_and_save(x, y, start=start, epochs=epochs, lr=lr, seed=seed, out=out, started=t0)
 
