@@ -30,7 +30,8 @@ Round 11 (distillation at scale): as round 10 (`PLAN_11`), with task dialogues t
 its train part has left.
 Round 12 (distillation, whole conversations): every turn rounds 8-11 left out of the train-part film dialogues
 and everyday chats they drew (so each of those conversations is then labelled whole, and a turn's context in
-training is the turns really before it), plus 4-turn stretches of other train-part calls (`PLAN_12`).
+training is the turns really before it), plus 4-turn stretches of other train-part calls (`PLAN_12`); kept
+apart in data/faceacts/everyday_distilled_r12.csv.
 Usage: python lab/faceacts_sample.py OUT.csv [--round 2|3|...|12]
 """
 

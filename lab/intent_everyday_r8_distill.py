@@ -21,10 +21,11 @@ Saves OUT/tuned.npz, which `guardian train-intent --everyday data/faceacts/every
 data/faceacts/everyday_distilled.csv --everyday-half OUT --out ART` turns into a side (head and gate on the
 train part and the distilled turns, threshold on the dev part; without `--distilled` the head learns from
 the labelled turns alone). Scored by `python lab/intent_everyday_r6_kinds.py ART --part dev`.
-Round 12 (`--rounds 12`): the bundled half trained on one round's turns only (with the labelled train part
-and 150 persuasion pairs), each turn's context read from all rounds' turns of its conversation.
+Round 12 (`--only data/faceacts/everyday_distilled_r12.csv`): the bundled half trained on that file's turns
+instead of rounds 8-11's (with the labelled train part and 150 persuasion pairs), each turn's context read
+from both files' turns of its conversation (round 12 completes conversations rounds 8-11 drew).
 Usage: python lab/intent_everyday_r8_distill.py OUT_DIR [--start bundled|mpnet6] [--epochs N] [--lr X]
-       [--repeat N] [--seed 17] [--rounds 12]
+       [--repeat N] [--seed 17] [--only FILE]
        python lab/intent_everyday_r8_distill.py --build SAMPLE.csv LABELS_DIR [--round 9 --out FILE]
        (writes the distilled CSV; round 9's sample is `lab/faceacts_sample.py OUT --round 9`)
 """
@@ -113,10 +114,13 @@ def train(argv: list[str]) -> None:
     rng = random.Random(seed)
     pe_pairs = labelled_pairs(persuasion)
     pe = rng.sample(range(len(persuasion)), TUNE_REPLAY if faithful else 150)
-    # --rounds 12: train on those rounds' turns only, their context still read from every round's turns
-    rounds = set(option(argv, "--rounds", "").split(",")) - {""}
-    with DISTILLED.open(encoding="utf-8") as f:
-        keep = [i for i, row in enumerate(csv.DictReader(f)) if not rounds or row["round"] in rounds]
+    # --only FILE (round 12): train on FILE's turns instead, their context read from both files' turns
+    only = option(argv, "--only", "")
+    keep = list(range(len(distilled)))
+    if only:
+        extra = load_faceacts(Path(only))
+        keep = list(range(len(distilled), len(distilled) + len(extra)))
+        distilled = [*distilled, *extra]
     d_pairs = labelled_pairs(distilled)
     x = labelled_pairs(gold) * repeat + [d_pairs[i] for i in keep] + [pe_pairs[i] for i in pe]
     y = ([r.face_act for r in gold] * repeat + [distilled[i].face_act for i in keep]
