@@ -38,7 +38,8 @@ GRIDS: dict[str, list[tuple]] = {  # (gold weight, distilled weight per file (0:
     "rounds": [(4.0, (4.0, 0.0, 0.0), 1.0), (4.0, (4.0, 4.0, 0.0), 1.0), (4.0, (4.0, 4.0, 4.0), 1.0),
                (4.0, (2.0, 2.0, 2.0), 1.0), (4.0, (6.0, 6.0, 6.0), 1.0)],
     "c": [(4.0, (4.0, 4.0, 4.0), 0.5), (4.0, (4.0, 4.0, 4.0), 2.0), (8.0, (4.0, 4.0, 4.0), 1.0)],
-    # round 12 (whole film and everyday conversations): --distilled ROUNDS_8_11.csv,ROUND_12.csv
+    # round 12 (whole film and everyday conversations): --distilled data/faceacts/everyday_distilled.csv,
+    # data/faceacts/everyday_distilled_r12.csv (one weight per file)
     "r12": [(4.0, (4.0, 4.0), 1.0), (4.0, (4.0, 2.0), 1.0), (4.0, (2.0, 2.0), 1.0), (4.0, (4.0, 1.0), 1.0),
             (4.0, (4.0, 0.0), 1.0), (4.0, (4.0, 4.0), 0.5)],
     "share": [(4.0, (4.0, 4.0, 4.0), 1.0, 0.3), (4.0, (4.0, 4.0, 4.0), 1.0, 0.7), (4.0, (4.0, 4.0, 4.0), 1.0, 1.0)],
