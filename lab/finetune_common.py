@@ -1,5 +1,5 @@
-"""What the two fine-tuning experiments (intent_finetune.py, local_finetune.py) share: the
-product's own training loop (`guardian.encoding.finetune`), with a per-epoch log line."""
+"""What the lab's fine-tuning experiments share: the product's own training loop
+(`guardian.encoding.finetune`) with a per-epoch log line, and their `--name value` options."""
 
 from __future__ import annotations
 
@@ -8,6 +8,11 @@ import time
 from typing import Any
 
 from guardian.encoding.finetune import fit as _fit
+
+
+def option(argv: list[str], name: str, default: str) -> str:
+    """The value after `name` in `argv`, else `default`."""
+    return argv[argv.index(name) + 1] if name in argv else default
 
 
 def fit(*args: Any, tag: str = "", **kwargs: Any) -> None:

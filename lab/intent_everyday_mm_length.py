@@ -15,12 +15,13 @@ import json
 import sys
 from pathlib import Path
 
-import numpy as np
-
 from guardian.corpora.conversations import split_of
 from guardian.corpora.datasets import load_faceacts, load_mentalmanip
 from guardian.detectors.intent.model import IntentModel
-from guardian.detectors.intent.train import metrics, predict_in_turn_order, utterances_in_context
+from guardian.detectors.intent.train import predict_in_turn_order, utterances_in_context
+
+sys.path.insert(0, str(Path(__file__).parent))
+from intent_everyday_r6_kinds import scores
 
 EVERYDAY = Path("data/faceacts/everyday.csv")
 #: Dialogues of at most this many turns count as short (the corpus median is 5).
@@ -42,13 +43,8 @@ def main(argv: list[str]) -> None:
             idx = [k for k, i in enumerate(order) if test(length[rows[i].conversation_id])]
             if not idx:
                 continue
-            m = metrics([rows[order[k]].face_act for k in idx], [predicted[k] for k in idx])
-            right = np.array([predicted[k] == rows[order[k]].face_act for k in idx])
-            s = shown[idx]
-            print(json.dumps({"artifact": artifact, "part": part, "dialogues": name, "n": len(idx),
-                              "accuracy": round(m["accuracy"], 4), "macro_f1": round(m["macro_f1"], 4),
-                              "shown_share": round(float(s.mean()), 4),
-                              "shown_precision": round(float(right[s].mean()), 4) if s.any() else None}))
+            print(json.dumps({"artifact": artifact, "part": part, "dialogues": name,
+                              **scores(rows, order, predicted, shown, idx)}))
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ from pathlib import Path
 import numpy as np
 
 from guardian.corpora.conversations import split_of
-from guardian.corpora.datasets import load_faceacts
+from guardian.corpora.datasets import FaceActUtterance, load_faceacts
 from guardian.detectors.intent.model import IntentModel, load_model
 from guardian.detectors.intent.train import metrics, predict_in_turn_order, utterances_in_context
 
@@ -48,14 +48,8 @@ def main(argv: list[str]) -> None:
 
     def report(name: str, where: Callable[[int], bool]) -> None:
         idx = [k for k, i in enumerate(order) if where(i)]
-        if not idx:
-            return
-        m = metrics([rows[order[k]].face_act for k in idx], [predicted[k] for k in idx])
-        right = np.array([predicted[k] == rows[order[k]].face_act for k in idx])
-        shown = confident[idx]
-        print(json.dumps({"group": name, "n": len(idx), "accuracy": round(m["accuracy"], 4),
-                          "macro_f1": round(m["macro_f1"], 4), "shown_share": round(float(shown.mean()), 4),
-                          "shown_precision": round(float(right[shown].mean()), 4) if shown.any() else None}))
+        if idx:
+            print(json.dumps({"group": name, **scores(rows, order, predicted, confident, idx)}))
 
     report(f"{part} part, all", lambda i: True)
     for source in sorted({t["source"] for t in table}):
@@ -64,6 +58,17 @@ def main(argv: list[str]) -> None:
         report(f"round {round_}", lambda i, r=round_: table[i]["round"] == r)  # type: ignore[misc]
     report("labellers agreed", lambda i: table[i]["label_a"] == table[i]["label_b"])
     report("labellers disagreed (adjudicated)", lambda i: table[i]["label_a"] != table[i]["label_b"])
+
+
+def scores(rows: list[FaceActUtterance], order: list[int], predicted: list[str], confident: np.ndarray,
+           idx: list[int]) -> dict[str, float | int | None]:
+    """n, accuracy, macro-F1 and the shown intents' share and precision over positions `idx` of `order`."""
+    m = metrics([rows[order[k]].face_act for k in idx], [predicted[k] for k in idx])
+    right = np.array([predicted[k] == rows[order[k]].face_act for k in idx])
+    shown = confident[idx]
+    return {"n": len(idx), "accuracy": round(m["accuracy"], 4), "macro_f1": round(m["macro_f1"], 4),
+            "shown_share": round(float(shown.mean()), 4),
+            "shown_precision": round(float(right[shown].mean()), 4) if shown.any() else None}
 
 
 if __name__ == "__main__":

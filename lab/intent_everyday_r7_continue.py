@@ -28,13 +28,9 @@ from guardian.detectors.intent.tuned import TunedFaceActs
 from guardian.locations import package_dir
 
 sys.path.insert(0, str(Path(__file__).parent))
-from finetune_common import train_half_and_save
+from finetune_common import option, train_half_and_save
 
 EVERYDAY = Path("data/faceacts/everyday.csv")
-
-
-def option(argv: list[str], name: str, default: str) -> str:
-    return argv[argv.index(name) + 1] if name in argv else default
 
 
 def main(argv: list[str]) -> None:

@@ -56,15 +56,11 @@ from guardian.locations import package_dir
 from guardian.taxonomy import FaceAct
 
 sys.path.insert(0, str(Path(__file__).parent))
-from finetune_common import train_half_and_save
+from finetune_common import option, train_half_and_save
 
 EVERYDAY = Path("data/faceacts/everyday.csv")
 DISTILLED = Path("data/faceacts/everyday_distilled.csv")
 COLUMNS = ["conversation_id", "turn", "speaker", "utterance", "face_act", "source", "previous", "label_a", "label_b", "round"]
-
-
-def option(argv: list[str], name: str, default: str) -> str:
-    return argv[argv.index(name) + 1] if name in argv else default
 
 
 def build(sample: Path, labels: Path, *, round_: int = 8, out: Path = DISTILLED) -> None:

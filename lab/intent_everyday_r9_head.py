@@ -32,6 +32,9 @@ from guardian.detectors.intent.domain_train import (
 from guardian.detectors.intent.model import IntentModel, bundled_artifact_dir
 from guardian.detectors.intent.train import metrics, predict_in_turn_order, utterances_in_context
 
+sys.path.insert(0, str(Path(__file__).parent))
+from finetune_common import option
+
 EVERYDAY = Path("data/faceacts/everyday.csv")
 DISTILLED_ROUNDS = "/tmp/r9/distilled_r8.csv,/tmp/r9/distilled_r9.csv,/tmp/r10/distilled_r10.csv"
 GRIDS: dict[str, list[tuple]] = {  # (gold weight, distilled weight per file (0: left out), C[, the half's share])
@@ -44,10 +47,6 @@ GRIDS: dict[str, list[tuple]] = {  # (gold weight, distilled weight per file (0:
             (4.0, (4.0, 0.0), 1.0), (4.0, (4.0, 4.0), 0.5)],
     "share": [(4.0, (4.0, 4.0, 4.0), 1.0, 0.3), (4.0, (4.0, 4.0, 4.0), 1.0, 0.7), (4.0, (4.0, 4.0, 4.0), 1.0, 1.0)],
 }
-
-
-def option(argv: list[str], name: str, default: str) -> str:
-    return argv[argv.index(name) + 1] if name in argv else default
 
 
 def by_source(model: IntentModel, dev: list, table_sources: list[str]) -> dict[str, float]:
