@@ -34,6 +34,13 @@ from guardian.detectors.intent.train import metrics, predict_in_turn_order, utte
 
 def components(model: IntentModel, part: str) -> tuple[list[Any], dict[str, np.ndarray]]:
     """Gold labels and each part's probabilities per turn (turn order) of one split part."""
+    rows = [r for r in load_faceacts("data/faceacts/everyday.csv") if split_of(r.conversation_id) == part]
+    return rows, components_of(model, rows)[1]
+
+
+def components_of(model: IntentModel, rows: list[Any]) -> tuple[list[int], dict[str, np.ndarray]]:
+    """(row indices in turn order, each part's probabilities per turn in that order) for `rows`, each
+    conversation read from its first row on, as `guardian eval faceacts` reads it."""
     records: list[dict[str, Any]] = []
     original = model._mixer
 
@@ -43,7 +50,8 @@ def components(model: IntentModel, part: str) -> tuple[list[Any], dict[str, np.n
         assert ev is not None
         rec: dict[str, Any] = {"linear": linear[0].copy(), "deep": None if deep is None else deep[0].copy(),
                                "head": ev.proba(utterances, u_vecs, ctx_vecs, model.classes)[0],
-                               "g": float(domains[0].persuasion) if domains else 1.0, "tuned": None}
+                               "g": float(domains[0].persuasion) if domains else 1.0, "tuned": None,
+                               "everyday_half": routed}
         records.append(rec)
 
         def wrapped(tuned, **options):  # type: ignore[no-untyped-def]
@@ -55,7 +63,6 @@ def components(model: IntentModel, part: str) -> tuple[list[Any], dict[str, np.n
         return wrapped
 
     model._mixer = mixer  # type: ignore[method-assign]
-    rows = [r for r in load_faceacts("data/faceacts/everyday.csv") if split_of(r.conversation_id) == part]
     order, final = predict_in_turn_order(model, rows, utterances_in_context(rows), range(len(rows)))
     model._mixer = original  # type: ignore[method-assign]
     assert len(records) == len(order)
@@ -69,9 +76,10 @@ def components(model: IntentModel, part: str) -> tuple[list[Any], dict[str, np.n
         "tuned": np.vstack([r["tuned"] if r["tuned"] is not None else z for r in records]),
         "gold": np.array([model.classes.index(rows[i].face_act) for i in order]),
         "persuasion_half": np.array([bool(r.get("persuasion_half")) for r in records]),
+        "everyday_half": np.array([bool(r["everyday_half"]) for r in records]),
     }
     assert arrays["final"].shape == (n, k)
-    return rows, arrays
+    return order, arrays
 
 
 def blends(a: dict[str, np.ndarray], tuned_weight: float) -> dict[str, tuple[np.ndarray, float]]:

@@ -24,8 +24,10 @@ the labelled turns alone). Scored by `python lab/intent_everyday_r6_kinds.py ART
 Round 12 (`--only data/faceacts/everyday_distilled_r12.csv`): the bundled half trained on that file's turns
 instead of rounds 8-11's (with the labelled train part and 150 persuasion pairs), each turn's context read
 from both files' turns of its conversation (round 12 completes conversations rounds 8-11 drew).
+Round 13 (`--start mpnet6 --epochs 2 --add data/faceacts/everyday_distilled_r12.csv`): a half afresh from
+mpnet-6 on all distilled turns, rounds 8-12, each with its whole conversation's turns as context.
 Usage: python lab/intent_everyday_r8_distill.py OUT_DIR [--start bundled|mpnet6] [--epochs N] [--lr X]
-       [--repeat N] [--seed 17] [--only FILE]
+       [--repeat N] [--seed 17] [--only FILE | --add FILE]
        python lab/intent_everyday_r8_distill.py --build SAMPLE.csv LABELS_DIR [--round 9 --out FILE]
        (writes the distilled CSV; round 9's sample is `lab/faceacts_sample.py OUT --round 9`)
 """
@@ -111,11 +113,12 @@ def train(argv: list[str]) -> None:
     pe_pairs = labelled_pairs(persuasion)
     pe = rng.sample(range(len(persuasion)), TUNE_REPLAY if faithful else 150)
     # --only FILE (round 12): train on FILE's turns instead, their context read from both files' turns
-    only = option(argv, "--only", "")
+    # --add FILE (round 13): FILE's turns as well, all turns' context read from both files
+    only, add = option(argv, "--only", ""), option(argv, "--add", "")
     keep = list(range(len(distilled)))
-    if only:
-        extra = load_faceacts(Path(only))
-        keep = list(range(len(distilled), len(distilled) + len(extra)))
+    if only or add:
+        extra = load_faceacts(Path(only or add))
+        keep = list(range(len(distilled) + len(extra))) if add else list(range(len(distilled), len(distilled) + len(extra)))
         distilled = [*distilled, *extra]
     d_pairs = labelled_pairs(distilled)
     x = labelled_pairs(gold) * repeat + [d_pairs[i] for i in keep] + [pe_pairs[i] for i in pe]
