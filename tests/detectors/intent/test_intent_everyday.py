@@ -170,14 +170,18 @@ def test_everyday_acts_are_recognised_and_charity_descriptions_stay_in_charity_t
 
 @pytest.mark.slow
 def test_the_bundled_example_shows_its_clear_intents(capsys: pytest.CaptureFixture[str]) -> None:
-    """What `make run` shows (issue 25's "done when"): the denial-and-put-down and the apology are
-    shown with their acts; what the model is unsure of is withheld, never shown wrong."""
+    """What `make run` shows (issue 25's "done when"): the apology and most of the quarrel are shown
+    with their acts; the put-downs are read as criticism even where the model is unsure enough to
+    withhold them; nothing is shown wrong."""
     example = Path(__file__).resolve().parents[3] / "examples" / "gaslighting.txt"
     assert main(["analyze", str(example), "--format", "jsonl", "-d", "intent"]) == 0
     rows = [json.loads(line) for line in capsys.readouterr().out.splitlines() if line.strip()]
+    acts = {r["turn"]: r["intents"][0]["face_act"] for r in rows}
     shown = {r["turn"]: r["intents"][0]["face_act"] for r in rows if not r["intents"][0]["abstained"]}
-    assert shown.get(1) == "hpos-"  # "I never said that. You're overreacting, as usual."
+    assert acts[1] == "hpos-"  # "I never said that. You're overreacting, as usual."
+    assert acts[3] == "hpos-"  # "Honestly, nobody else would put up with you. Know your place."
     assert shown.get(6) == "spos-"  # "Okay. I'm sorry."
+    assert len(shown) >= 3
     assert all(act in {"hpos-", "hneg-", "spos-"} for act in shown.values())
 
 
