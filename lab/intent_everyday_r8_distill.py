@@ -115,6 +115,8 @@ def train(argv: list[str]) -> None:
     # --only FILE (round 12): train on FILE's turns instead, their context read from both files' turns
     # --add FILE (round 13): FILE's turns as well, all turns' context read from both files
     only, add = option(argv, "--only", ""), option(argv, "--add", "")
+    if only and add:
+        raise SystemExit("--only FILE trains on FILE's turns instead of the others, --add FILE on both: give one")
     keep = list(range(len(distilled)))
     if only or add:
         extra = load_faceacts(Path(only or add))
