@@ -102,7 +102,8 @@ def main(path: str, artifact: str, *, before: bool = False) -> None:
           f"persuasion-likeness g < .5: {np.mean(gs < .5):.4f}, < .9: {np.mean(gs < .9):.4f}")
     if head.deep is not None and head.deep.gated:
         print(f"gated deep head: the everyday tuned half read for {read_by_half.sum()} of the {routed.sum()} routed turns")
-    print(f"predicted act differs from the persuasion-only model's: {np.mean(po != pn):.4f}")
+    print(f"predicted act differs from the persuasion-only model's: {np.mean(po != pn):.4f}; of the utterances, "
+          f"changed to a wrong act (only these can lower the CV accuracy): {np.mean((po != pn) & (pn != gold)):.4f}")
     print(f"in-sample accuracy (trained on these rows; only the difference means anything): "
           f"persuasion-only {np.mean(po == gold):.4f}, with the everyday side {np.mean(pn == gold):.4f}")
 
