@@ -37,9 +37,11 @@ DISTILLED_R12 = bundled_data_dir() / "faceacts" / "everyday_distilled_r12.csv"
 # (self-trained half, Wilson threshold) measured .715 / .592 / .845 (on 55 % of the turns) on all 646;
 # round 5's .681 / .590 / .856 (on 48 %), on round 1's 163 alone .724 / .600 / .855.
 # With seven-bit int8 weights (any x86 CPU) and the threshold chosen again (.7522): .7105 / .5961 / .858 (50 %).
-TEST_ACCURACY_FLOOR = 0.65
-TEST_MACRO_F1_FLOOR = 0.55
-TEST_SHOWN_PRECISION_FLOOR = 0.82
+# Rounds 9-11: .7322 / .6354 / .901 (51 %). Round 13 (bundled): .7570 / .6855 / .887 (60 %), issue 25's
+# targets (.75 / .65 / .85); the floors leave two to three points for hosts whose MiniLM runs in bfloat16.
+TEST_ACCURACY_FLOOR = 0.73
+TEST_MACRO_F1_FLOOR = 0.65
+TEST_SHOWN_PRECISION_FLOOR = 0.85
 
 
 def test_conversation_domain_is_the_sigmoid_of_the_running_mean_logit() -> None:
