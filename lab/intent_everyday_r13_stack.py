@@ -20,7 +20,6 @@ Usage: python lab/intent_everyday_r13_stack.py collect ART OUT.npz
 
 from __future__ import annotations
 
-import csv
 import sys
 from pathlib import Path
 
@@ -28,32 +27,23 @@ import numpy as np
 
 from guardian.corpora.conversations import split_of
 from guardian.corpora.datasets import load_faceacts
-from guardian.detectors.intent.domain_train import (
-    SHOWN_PRECISION,
-    SHOWN_PRECISION_Z,
-    precision_threshold,
-)
+from guardian.detectors.intent.domain_train import SHOWN_PRECISION_Z
 from guardian.detectors.intent.model import IntentModel
-from guardian.detectors.intent.train import metrics
 
 sys.path.insert(0, str(Path(__file__).parent))
-from intent_everyday_r4_blend import components_of
+from intent_everyday_r4_blend import components_of, score
 
 EVERYDAY = Path("data/faceacts/everyday.csv")
 DISTILLED = (Path("data/faceacts/everyday_distilled.csv"), Path("data/faceacts/everyday_distilled_r12.csv"))
 EPS = 1e-4
 
 
-def _rounds(path: Path) -> list[str]:
-    with path.open(encoding="utf-8") as f:
-        return [row["round"] for row in csv.DictReader(f)]
-
-
 def collect(artifact: str, out: str) -> None:
     model = IntentModel.load(Path(artifact))
     gold = load_faceacts(EVERYDAY)
-    distilled = [r for p in DISTILLED for r in load_faceacts(p)]
-    rounds = [x for p in DISTILLED for x in _rounds(p)]
+    by_file = [load_faceacts(p) for p in DISTILLED]
+    distilled = [r for rows in by_file for r in rows]
+    rounds = ["8-11"] * len(by_file[0]) + ["12"] * len(by_file[1])  # the files' rounds
     saved: dict[str, np.ndarray] = {}
     for name, rows, tag in (("dev", [r for r in gold if split_of(r.conversation_id) == "dev"], None),
                             ("test", [r for r in gold if split_of(r.conversation_id) == "test"], None),
@@ -67,7 +57,6 @@ def collect(artifact: str, out: str) -> None:
         saved[f"{name}_round"] = np.array([tag[i] for i in order] if tag else ["gold"] * len(order))
         print(name, len(order), flush=True)
     saved["classes"] = np.array([str(c) for c in model.classes])
-    saved["abstain_below"] = np.array(model.abstain_below)
     np.savez_compressed(out, **saved)  # type: ignore[arg-type]
 
 
@@ -92,11 +81,6 @@ def design(z: np.lib.npyio.NpzFile, name: str, *, context: bool, linear: bool = 
     return np.hstack(blocks).astype(np.float32)
 
 
-def _score(gold: np.ndarray, probs: np.ndarray, classes: list[str]) -> dict[str, float]:
-    m = metrics([classes[i] for i in gold], [classes[i] for i in probs.argmax(1)])
-    return {"accuracy": round(m["accuracy"], 4), "macro_f1": round(m["macro_f1"], 4)}
-
-
 def fit(path: str, test: str | None) -> None:
     from sklearn.linear_model import LogisticRegression
 
@@ -114,6 +98,7 @@ def fit(path: str, test: str | None) -> None:
     for name, variant in variants.items():
         if test is not None and name != test and name != "bundled 50/50":
             continue
+        chosen: float | None = None  # the dev part's threshold, at which the test part is read
         for part in ("dev",) + (("test",) if test is not None else ()):
             final = z[f"{part}_final"]
             routed = z[f"{part}_everyday_half"]
@@ -126,13 +111,9 @@ def fit(path: str, test: str | None) -> None:
                 g = z[f"{part}_g"][:, None]
                 persuasion = (final - (1 - g) * (z[f"{part}_head"] + z[f"{part}_tuned"]) / 2)
                 probs = np.where(routed[:, None], persuasion + (1 - g) * side, final)
-            gold = z[f"{part}_gold"]
-            right = probs.argmax(1) == gold
-            if part == "dev":
-                chosen = precision_threshold(probs.max(1), right, target=SHOWN_PRECISION, z=SHOWN_PRECISION_Z)[0]
-            shown = probs.max(1) >= chosen
-            print(name, part, _score(gold, probs, classes), f"threshold {chosen:.3f}",
-                  f"shown precision {right[shown].mean():.4f} on {shown.mean():.3f}", flush=True)
+            s = score(probs, z[f"{part}_gold"], classes, chosen, z=SHOWN_PRECISION_Z)
+            chosen = s["thr"]
+            print(name, part, {k: round(v, 4) for k, v in s.items()}, flush=True)
 
 
 if __name__ == "__main__":

@@ -110,12 +110,15 @@ def blends(a: dict[str, np.ndarray], tuned_weight: float) -> dict[str, tuple[np.
     return out
 
 
-def score(p: np.ndarray, gold: np.ndarray, classes: list[Any], threshold: float | None) -> dict[str, float]:
+def score(p: np.ndarray, gold: np.ndarray, classes: list[Any], threshold: float | None, *, z: float = 0.0,
+          ) -> dict[str, float]:
+    """Accuracy, macro-F1 and the shown intents' precision and share at `threshold` (None: the lowest
+    that reaches `SHOWN_PRECISION` on these rows, by the Wilson rule at `z` when z > 0, as the runtime's)."""
     m = metrics([classes[j] for j in gold], [classes[j] for j in p.argmax(1)])
     right = p.argmax(1) == gold
     conf = p.max(1)
     if threshold is None:
-        threshold, _, _ = precision_threshold(conf, right, target=SHOWN_PRECISION)
+        threshold, _, _ = precision_threshold(conf, right, target=SHOWN_PRECISION, z=z)
     shown = conf >= threshold
     return {"acc": m["accuracy"], "f1": m["macro_f1"], "thr": threshold,
             "prec": float(right[shown].mean()) if shown.any() else 0.0, "share": float(shown.mean())}
