@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Literal
 
 from guardian.conversation import Conversation, Turn
+from guardian.corpora.turn_labels import Gold, TurnLabel, check_labels, parse_gold, parse_turn_label
 from guardian.errors import InputError
 
 Split = Literal["train", "dev", "test"]
@@ -41,6 +42,13 @@ class LabelledConversation:
     #: Turn labels where the file gives them (`meta.manipulative_turns`, 0-based): the turns that
     #: manipulate; None when only the conversation is labelled.
     manipulative_turns: tuple[int, ...] | None = None
+    #: The detailed label of each manipulative turn (techniques, vulnerabilities, verbatim span), where
+    #: the file gives them (`meta.turn_labels`, docs/labelling.md).
+    turn_labels: tuple[TurnLabel, ...] | None = None
+    #: A MentalManip dialogue's own labels (`meta.gold`), which its turn labels must keep.
+    gold: Gold | None = None
+    #: What kind of talk it is (`meta.register`: film, scam call, emotional support, ...), where given.
+    register: str | None = None
 
     @property
     def scammer(self) -> str | None:
@@ -100,6 +108,14 @@ def load_conversations(path: str | Path, *, kind: str | None = None) -> list[Lab
             manipulative_turns = None if marked is None else tuple(sorted({int(i) for i in marked}))
             if manipulative_turns and not 0 <= manipulative_turns[0] <= manipulative_turns[-1] < len(turns):
                 raise ValueError(f"manipulative_turns {list(manipulative_turns)} outside the {len(turns)} turns")
+            details = meta.get("turn_labels")
+            turn_labels = None if details is None else tuple(parse_turn_label(d, turns) for d in details)
+            if turn_labels is not None and {d.turn for d in turn_labels} != set(manipulative_turns or ()):
+                raise ValueError("turn_labels and manipulative_turns name different turns")
+            gold = parse_gold(meta.get("gold"))
+            if gold is not None and turn_labels is not None and (problems := check_labels(turn_labels, gold)):
+                raise ValueError("; ".join(problems))
+            register = meta.get("register")
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
             reason = exc.msg if isinstance(exc, json.JSONDecodeError) else f"{type(exc).__name__}: {exc}"
             raise InputError(
@@ -112,7 +128,8 @@ def load_conversations(path: str | Path, *, kind: str | None = None) -> list[Lab
         seen.add(cid)
         suspect = next((str(s) for s, r in roles.items() if r == "Suspect"), None)
         out.append(LabelledConversation(cid, kind, label, Conversation(id=cid, turns=turns), suspect,
-                                        manipulative_turns))
+                                        manipulative_turns, turn_labels, gold,
+                                        None if register is None else str(register)))
     return out
 
 

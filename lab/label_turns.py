@@ -1,0 +1,357 @@
+"""The turn-label corpus (docs/labelling.md): batches for labellers, their answers checked, merged, compared.
+
+    python lab/label_turns.py batches OUT            MentalManip train+dev manipulative dialogues in batches
+    python lab/label_turns.py check BATCH ANSWER     every answer of a batch checked (ids, turns, verbatim quotes, gold)
+    python lab/label_turns.py agreement A B          turn-level Cohen's kappa and per-technique agreement of two labellings
+    python lab/label_turns.py merge OUT ANSWERS...   data/dialogues/mentalmanip.jsonl from the answers (+ adjudication)
+
+A batch is a JSONL file (`id`, `gold`, `turns`) and a `.txt` beside it for reading. An answer is a
+JSONL file, one line per dialogue: `{"id", "turns": [{"turn", "techniques", "vulnerabilities",
+"quote"}]}`. Nothing of the MentalManip test part (`split_of(id) == "test"`) is ever written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from guardian.conversation import Turn
+from guardian.corpora.conversations import split_of
+from guardian.corpora.datasets import LabelledDialogue, load_mentalmanip, mentalmanip_path
+from guardian.corpora.turn_labels import Gold, TurnLabel, check_labels, parse_turn_label
+from guardian.taxonomy import Technique, Vulnerability
+
+SEED = 50
+
+
+def mentalmanip_dialogues() -> list[tuple[LabelledDialogue, str]]:
+    """Train- and dev-part dialogues (con labels where con has the id, else maj), with the file they come from."""
+    con = load_mentalmanip(mentalmanip_path("con"))
+    con_ids = {d.id for d in con}
+    maj_only = [d for d in load_mentalmanip(mentalmanip_path("maj")) if d.id not in con_ids]
+    out = [(d, "con") for d in con] + [(d, "maj") for d in maj_only]
+    return [(d, v) for d, v in out if split_of(d.id) in ("train", "dev")]
+
+
+def gold_of(d: LabelledDialogue) -> Gold:
+    return Gold(d.manipulative, d.techniques, d.vulnerabilities)
+
+
+def gold_json(g: Gold) -> dict[str, Any]:
+    return {"manipulative": g.manipulative, "techniques": [t.value for t in g.techniques],
+            "vulnerabilities": [v.value for v in g.vulnerabilities]}
+
+
+def render(item: dict[str, Any]) -> str:
+    g = item["gold"]
+    if g is None:
+        head = f"### {item['id']} | register: {item['register']} | mark only turns that meet the definitions; [] if none"
+        return "\n".join([head] + [f"[{t['i']}] {t['speaker']}: {t['text']}" for t in item["turns"]])
+    tech = ", ".join(g["techniques"]) or "(none listed: choose from all 11)"
+    vuln = ", ".join(g["vulnerabilities"]) or "(none listed)"
+    lines = [f"### {item['id']} | techniques: {tech} | vulnerabilities: {vuln}"]
+    lines += [f"[{t['i']}] {t['speaker']}: {t['text']}" for t in item["turns"]]
+    return "\n".join(lines)
+
+
+def write_batch(path: Path, items: Sequence[dict[str, Any]]) -> None:
+    path.write_text("".join(json.dumps(i, ensure_ascii=False) + "\n" for i in items), encoding="utf-8")
+    path.with_suffix(".txt").write_text("\n\n".join(render(i) for i in items) + "\n", encoding="utf-8")
+
+
+def cmd_batches(args: argparse.Namespace) -> None:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    items = []
+    for d, version in mentalmanip_dialogues():
+        if not d.manipulative:
+            continue
+        turns = [{"i": t.index, "speaker": t.speaker, "text": t.text} for t in d.conversation.turns]
+        items.append({"id": d.id, "version": version, "gold": gold_json(gold_of(d)), "turns": turns})
+    rng = random.Random(SEED)
+    rng.shuffle(items)
+    k = args.first
+    for b in range(k):
+        write_batch(out / f"first_{b:02d}.jsonl", items[b::k])
+    second = items[: round(len(items) * args.second_share)]
+    m = args.second
+    for b in range(m):
+        write_batch(out / f"second_{b:02d}.jsonl", second[b::m])
+    print(json.dumps({"dialogues": len(items), "first_batches": k, "second_dialogues": len(second),
+                      "second_batches": m}))
+
+
+#: Conversations drawn per file of `../shared/data/conversations` (file stem: register, how many, label quotas).
+REGISTERS: dict[str, tuple[str, int, dict[str, int] | None]] = {
+    "robocalls_ftc": ("robocall (real)", 240, None),
+    "esconv_train": ("emotional support", 50, None),
+    "cabnc": ("face-to-face talk", 70, None),
+    "meetings_ami_icsi": ("meeting", 20, None),
+    "irc_ubuntu": ("group chat (IRC)", 90, None),
+    "convabuse": ("user to chatbot", 120, {"abusive": 60, "benign": 60}),
+    "calls": ("phone call (written)", 50, {"scam": 25, "benign": 25}),
+    "dailydialog": ("everyday chat", 40, None),
+    "sgd": ("task assistant", 30, None),
+}
+#: Which labeller gets which files (one batch each).
+REGISTER_BATCHES = {
+    "reg_00": ("robocalls_ftc",), "reg_01": ("esconv_train",), "reg_02": ("cabnc", "meetings_ami_icsi"),
+    "reg_03": ("irc_ubuntu", "convabuse"), "reg_04": ("calls", "dailydialog", "sgd"),
+}
+
+
+def draw(rows: list[dict[str, Any]], n: int, quotas: dict[str, int] | None, rng: random.Random) -> list[dict[str, Any]]:
+    """n conversations; robocalls one per script group first (near-copies share `meta.group`)."""
+    rows = list(rows)
+    rng.shuffle(rows)
+    if quotas:
+        return [r for label, k in quotas.items() for r in [x for x in rows if x.get("label") == label][:k]]
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for r in rows:
+        groups.setdefault(str((r.get("meta") or {}).get("group", r["id"])), []).append(r)
+    firsts = [g[0] for g in groups.values()]
+    rest = [r for g in groups.values() for r in g[1:]]
+    return (firsts + rest)[:n]
+
+
+def cmd_registers(args: argparse.Namespace) -> None:
+    src, out = Path(args.source), Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(SEED)
+    drawn: dict[str, list[dict[str, Any]]] = {}
+    for stem, (register, n, quotas) in REGISTERS.items():
+        rows = read_jsonl(src / f"{stem}.jsonl")
+        items = []
+        for r in draw(rows, n, quotas, rng):
+            meta = dict(r.get("meta") or {})
+            if "turn_labels" in meta:  # ConvAbuse's abuse ratings, not manipulation labels
+                meta["abuse_labels"] = meta.pop("turn_labels")
+            turns = [{"i": i, "speaker": t["speaker"], "text": t["text"]} for i, t in enumerate(r["turns"])]
+            items.append({"id": r["id"], "file": stem, "register": register, "source_label": r.get("label"),
+                          "source": r.get("source"), "meta": meta, "gold": None, "turns": turns})
+        drawn[stem] = items
+    counts = {}
+    for name, stems in REGISTER_BATCHES.items():
+        items = [i for s in stems for i in drawn[s]]
+        write_batch(out / f"{name}.jsonl", items)
+        counts[name] = len(items)
+    second = [i for s in drawn for i in drawn[s][: max(1, round(len(drawn[s]) * 0.2))]]
+    rng.shuffle(second)
+    write_batch(out / "reg_second.jsonl", second)
+    counts["reg_second"] = len(second)
+    print(json.dumps(counts))
+
+
+def written_item(row: dict[str, Any]) -> dict[str, Any]:
+    """A written conversation as a batch item (its labels left out, for a blind second labeller)."""
+    turns = [{"i": i, "speaker": t["speaker"], "text": t["text"]} for i, t in enumerate(row["turns"])]
+    return {"id": row["id"], "file": "written", "register": row["register"], "source_label": row["label"],
+            "source": "guardian-written", "meta": row.get("meta") or {}, "gold": None, "turns": turns}
+
+
+def cmd_check_written(args: argparse.Namespace) -> int:
+    """A writer's file: schema, turns, verbatim quotes, label consistent with the turn labels."""
+    bad = 0
+    seen: set[str] = set()
+    rows = 0
+    for n, line in enumerate(Path(args.file).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        rows += 1
+        try:
+            row = json.loads(line)
+            cid = str(row["id"])
+            item = written_item(row)
+            if not 2 <= len(item["turns"]) <= 40:
+                raise ValueError(f"{len(item['turns'])} turns (2-40 allowed)")
+            if any(not str(t["text"]).strip() or not str(t["speaker"]).strip() for t in item["turns"]):
+                raise ValueError("a turn with an empty speaker or text")
+            if row["label"] not in ("manipulative", "benign"):
+                raise ValueError(f"label {row['label']!r} (manipulative or benign)")
+        except (KeyError, TypeError, ValueError) as exc:
+            print(f"line {n}: {type(exc).__name__}: {exc}")
+            bad += 1
+            continue
+        if cid in seen:
+            print(f"line {n}: id {cid} twice")
+            bad += 1
+        seen.add(cid)
+        labels, problems = parse_answer(item, {"turns": row.get("labels") or []})
+        if row["label"] == "manipulative" and not labels:
+            problems.append("labelled manipulative with no manipulative turn")
+        if row["label"] == "benign" and (row.get("labels") or []):
+            problems.append("labelled benign with manipulative turns")
+        for p in problems:
+            print(f"{cid}: {p}")
+        bad += bool(problems)
+    print(f"{rows} conversations, {bad} with problems")
+    return 1 if bad else 0
+
+
+def read_jsonl(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+
+
+def turns_of(item: dict[str, Any]) -> tuple[Turn, ...]:
+    return tuple(Turn(index=t["i"], speaker=t["speaker"], text=t["text"]) for t in item["turns"])
+
+
+def parse_answer(item: dict[str, Any], answer: dict[str, Any]) -> tuple[list[TurnLabel], list[str]]:
+    """The answer's turn labels and what is wrong with them (gold binding included)."""
+    turns = turns_of(item)
+    labels: list[TurnLabel] = []
+    problems: list[str] = []
+    for raw in answer.get("turns") or ():
+        try:
+            labels.append(parse_turn_label(raw, turns))
+        except ValueError as exc:
+            problems.append(str(exc))
+    g = item["gold"]
+    if g is None:  # another register: the source's label does not bind (docs/labelling.md)
+        if len({lab.turn for lab in labels}) != len(labels):
+            problems.append("a turn is labelled twice")
+        return labels, problems
+    gold = Gold(g["manipulative"], tuple(Technique.parse(t) for t in g["techniques"]),
+                tuple(Vulnerability.parse(v) for v in g["vulnerabilities"]))
+    problems += check_labels(labels, gold)
+    return labels, problems
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    batch = {i["id"]: i for i in read_jsonl(Path(args.batch))}
+    answers: dict[str, dict[str, Any]] = {}
+    bad = 0
+    for n, line in enumerate(Path(args.answer).read_text(encoding="utf-8").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            a = json.loads(line)
+        except json.JSONDecodeError as exc:
+            print(f"line {n}: not JSON ({exc.msg})")
+            bad += 1
+            continue
+        cid = str(a.get("id"))
+        if cid not in batch:
+            print(f"line {n}: id {cid!r} is not in the batch")
+            bad += 1
+            continue
+        if cid in answers:
+            print(f"line {n}: id {cid} answered twice")
+            bad += 1
+        answers[cid] = a
+        _, problems = parse_answer(batch[cid], a)
+        for p in problems:
+            print(f"{cid}: {p}")
+        bad += bool(problems)
+    missing = [i for i in batch if i not in answers]
+    print(f"{len(answers)} of {len(batch)} answered, {bad} with problems, {len(missing)} missing"
+          + (f" (first: {', '.join(missing[:5])})" if missing else ""))
+    return 1 if bad or missing else 0
+
+
+def kappa(a: Sequence[int], b: Sequence[int]) -> float:
+    n = len(a)
+    po = sum(x == y for x, y in zip(a, b, strict=True)) / n
+    pa, pb = sum(a) / n, sum(b) / n
+    pe = pa * pb + (1 - pa) * (1 - pb)
+    return 1.0 if pe == 1 else (po - pe) / (1 - pe)
+
+
+def compare(items: dict[str, dict[str, Any]], first: dict[str, list[TurnLabel]],
+            second: dict[str, list[TurnLabel]]) -> dict[str, Any]:
+    """Turn-level kappa on manipulative-or-not, and per technique (over the turns of the shared dialogues)."""
+    ids = sorted(set(first) & set(second))
+    ya: list[int] = []
+    yb: list[int] = []
+    per: dict[Technique, tuple[list[int], list[int]]] = {t: ([], []) for t in Technique}
+    same_speaker = 0
+    for cid in ids:
+        la = {lab.turn: lab for lab in first[cid]}
+        lb = {lab.turn: lab for lab in second[cid]}
+        turns = turns_of(items[cid])
+        for t in range(len(turns)):
+            ya.append(int(t in la))
+            yb.append(int(t in lb))
+            for tech, (xa, xb) in per.items():
+                xa.append(int(t in la and tech in la[t].techniques))
+                xb.append(int(t in lb and tech in lb[t].techniques))
+        sa = {turns[t].speaker for t in la}
+        sb = {turns[t].speaker for t in lb}
+        same_speaker += sa == sb
+    out: dict[str, Any] = {
+        "dialogues": len(ids), "turns": len(ya), "manipulative_a": sum(ya), "manipulative_b": sum(yb),
+        "agreement": round(sum(x == y for x, y in zip(ya, yb, strict=True)) / max(1, len(ya)), 4),
+        "kappa": round(kappa(ya, yb), 4), "same_manipulator": round(same_speaker / max(1, len(ids)), 4),
+        "techniques": {},
+    }
+    for tech, (xa, xb) in per.items():
+        if sum(xa) + sum(xb):
+            out["techniques"][tech.value] = {"a": sum(xa), "b": sum(xb), "kappa": round(kappa(xa, xb), 4)}
+    return out
+
+
+def load_answers(items: dict[str, dict[str, Any]], paths: Iterable[Path]) -> dict[str, list[TurnLabel]]:
+    out: dict[str, list[TurnLabel]] = {}
+    for p in paths:
+        for a in read_jsonl(p):
+            cid = str(a.get("id"))
+            if cid in items and cid not in out:
+                labels, problems = parse_answer(items[cid], a)
+                if not problems:
+                    out[cid] = labels
+    return out
+
+
+def all_items(batch_dir: Path) -> dict[str, dict[str, Any]]:
+    return {i["id"]: i for p in sorted(batch_dir.glob("first_*.jsonl")) for i in read_jsonl(p)}
+
+
+def cmd_agreement(args: argparse.Namespace) -> None:
+    items = all_items(Path(args.batches))
+    first = load_answers(items, [Path(p) for p in args.a.split(",")])
+    second = load_answers(items, [Path(p) for p in args.b.split(",")])
+    print(json.dumps(compare(items, first, second), indent=1))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    b = sub.add_parser("batches")
+    b.add_argument("out")
+    b.add_argument("--first", type=int, default=12)
+    b.add_argument("--second", type=int, default=4)
+    b.add_argument("--second-share", type=float, default=0.28)
+    c = sub.add_parser("check")
+    c.add_argument("batch")
+    c.add_argument("answer")
+    r = sub.add_parser("registers")
+    r.add_argument("source", help="../shared/data/conversations")
+    r.add_argument("out")
+    w = sub.add_parser("check-written")
+    w.add_argument("file")
+    g = sub.add_parser("agreement")
+    g.add_argument("batches")
+    g.add_argument("a")
+    g.add_argument("b")
+    args = ap.parse_args(argv)
+    if args.cmd == "batches":
+        cmd_batches(args)
+        return 0
+    if args.cmd == "registers":
+        cmd_registers(args)
+        return 0
+    if args.cmd == "check-written":
+        return cmd_check_written(args)
+    if args.cmd == "check":
+        return cmd_check(args)
+    cmd_agreement(args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
