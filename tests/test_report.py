@@ -167,3 +167,31 @@ def test_a_report_never_overwrites_its_own_log(tmp_path: Path, capsys: pytest.Ca
     assert "cannot write the report there" in capsys.readouterr().err
     assert main(["report", str(log), "-o", str(tmp_path / "r.md")]) == 0
     assert "stupid" in (tmp_path / "r.md").read_text(encoding="utf-8")
+
+
+def test_a_report_refuses_an_existing_file_or_a_link_unless_forced(tmp_path: Path,
+                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "s.jsonl"
+    with SessionLog(log).open(SessionHeader("chat.txt", ("word-test",), 0.0)) as writer:
+        for event in _events():
+            writer.write(event)
+    transcript = tmp_path / "transcript.txt"
+    transcript.write_text("Ann: keep me\n", encoding="utf-8")
+    link = tmp_path / "report.md"
+    link.symlink_to(transcript)
+    for extra in ([], ["--force"]):  # a link is never written through, forced or not
+        assert main(["report", str(log), "-o", str(link), *extra]) == 2
+        assert "symbolic link" in capsys.readouterr().err
+    assert transcript.read_text(encoding="utf-8") == "Ann: keep me\n" and link.is_symlink()
+    assert main(["report", str(log), "-f", "md", "-o", str(transcript)]) == 2
+    assert "already exists; pass --force" in capsys.readouterr().err
+    assert transcript.read_text(encoding="utf-8") == "Ann: keep me\n"
+    assert main(["report", str(log), "-f", "md", "-o", str(transcript), "--force"]) == 0
+    assert "stupid" in transcript.read_text(encoding="utf-8")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["report.md", "s.jsonl", "transcript.txt"]  # no temp left
+
+
+def test_the_short_format_names_are_accepted() -> None:
+    assert ReportFormat("md") is ReportFormat.MARKDOWN and ReportFormat("HTML") is ReportFormat.HTML
+    with pytest.raises(ValueError):
+        ReportFormat("pdf")

@@ -308,8 +308,9 @@ def report(
     log: Annotated[
         Path, typer.Argument(help="A session log written by `guardian watch`, or the --out table of a bulk `guardian analyze`.")
     ],
-    output_format: Annotated[str, typer.Option("--format", "-f", help="markdown | html | json")] = "markdown",
+    output_format: Annotated[str, typer.Option("--format", "-f", help="markdown (md) | html | json")] = "markdown",
     output: Annotated[Path | None, typer.Option("--output", "-o", help="Write here instead of stdout.")] = None,
+    force: Annotated[bool, typer.Option("--force", help="Replace the --output file if it exists.")] = False,
     all_rows: Annotated[
         bool, typer.Option("--all", help="Results table: every conversation, not only the flagged ones.")
     ] = False,
@@ -331,7 +332,7 @@ def report(
     if output is None:
         sys.stdout.write(text)
     else:
-        write_report(text, output, log=log)
+        write_report(text, output, log=log, force=force)
         err_console.print(Text(f"report written to {terminal_safe(str(output), one_line=True)}"), highlight=False)
 
 # --- audio (issue 7): listen, devices -----------------------------------------------------------

@@ -36,6 +36,12 @@ class ReportFormat(StrEnum):
     HTML = "html"
     JSON = "json"
 
+    @classmethod
+    def _missing_(cls, value: object) -> ReportFormat | None:
+        """The short names people type (`-f md`, `-f htm`) as well as the full ones."""
+        return {"md": cls.MARKDOWN, "htm": cls.HTML}.get(str(value).lower()) or next(
+            (f for f in cls if f.value == str(value).lower()), None)
+
 
 #: Plain-language descriptions of derived patterns (findings without a technique).
 PATTERN_DEFINITIONS: dict[str, str] = {
@@ -234,13 +240,22 @@ def risk_svg(points: list[float], *, width: int = 480, height: int = 80) -> Mark
     )
 
 
-def write_report(text: str, output: Path, *, log: Path) -> None:
-    """Write a rendered report to `output`, refusing (InputError) to write over the session log
-    it was rendered from (`report L -o L` once replaced the log with HTML) and turning a place
-    that cannot be written (a directory, a missing folder, no permission) into one sentence."""
+def write_report(text: str, output: Path, *, log: Path, force: bool = False) -> None:
+    """Write a rendered report to `output` atomically, and never somewhere the user did not mean.
+
+    Refused with one sentence (InputError): the session log it was rendered from (`report L -o L`
+    once replaced the log with HTML), a symbolic link (writing through one overwrote a transcript),
+    an existing file unless `force`, a directory, a place that cannot be written. The text goes to a
+    temporary file beside `output` first and is moved into place, so a crash never leaves half a report
+    and an existing file is never truncated.
+    """
     import os
+    import tempfile
 
     source = str(output)
+    if output.is_symlink():
+        raise InputError("is a symbolic link; guardian never writes a report through one, give a plain file name",
+                         source=source)
     try:
         same = os.path.samefile(output, log)
     except OSError:
@@ -249,7 +264,25 @@ def write_report(text: str, output: Path, *, log: Path) -> None:
         raise InputError("is the session log being reported on; write the report to another file", source=source)
     if output.is_dir():
         raise InputError("is a directory; give a file name for the report", source=source)
+    if output.exists() and not force:
+        raise InputError("already exists; pass --force to replace it", source=source)
+    tmp: str | None = None
     try:
-        output.write_text(text, encoding="utf-8")
+        fd, tmp = tempfile.mkstemp(prefix=f".{output.name}.", suffix=".tmp", dir=output.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if force:
+            os.replace(tmp, output)  # replaces a plain file, or a link planted since the check, never its target
+        else:
+            os.link(tmp, output)  # fails if a file appeared since the check: no clobbering in the race
+            os.unlink(tmp)
+        tmp = None
+    except FileExistsError:
+        raise InputError("already exists; pass --force to replace it", source=source) from None
     except OSError as exc:
         raise InputError(f"cannot write the report there ({exc.strerror or type(exc).__name__})", source=source) from None
+    finally:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
