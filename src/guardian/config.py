@@ -54,6 +54,12 @@ class LLMSettings(_Section):
         default=(2, 1), description="retrieved examples per prompt: (manipulative, not manipulative)"
     )
     confirm_flagged: bool = Field(default=True, description="cascade: also ask about turns the local model flags")
+    may_clear_flags: bool = Field(
+        default=False,
+        description="cascade: let the LLM clear a turn the local model flagged (each time logged); off, the LLM may "
+                    "add findings or raise a score but a local flag stands (a turn that tells the LLM to answer "
+                    "'not manipulative' cannot unflag itself)",
+    )
     intents: bool = Field(
         default=False,
         description="also run the intent agent, two calls per sample: `llm` on every turn, `cascade` only where "

@@ -23,6 +23,7 @@ docs/intent.md), which is where an LLM that reads the labelling guidelines helps
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -38,6 +39,8 @@ from guardian.detectors.llm.manipulation import LLMDetector, Opinion
 from guardian.findings import Assessment, DetectorError, Intent
 
 MAX_TRACKED_CONVERSATIONS = 4096
+
+log = logging.getLogger(__name__)
 
 
 class CascadeDetector(Detector):
@@ -289,19 +292,35 @@ class CascadeDetector(Detector):
         latency = (time.perf_counter() - started) * 1000
         if second is None or second.probability is None:  # not asked, or failed: the screen stands
             return base.model_copy(update={"errors": (*base.errors, *errors), "latency_ms": latency})
+        if base.decision and not second.decision:
+            # The LLM reads the transcript, so a turn can tell it what to answer; a local flag is lowered
+            # only under the stated policy, and the record says so either way.
+            if not self.cfg.may_clear_flags:
+                log.warning("cascade: the LLM called turn %d of %s not manipulative; the local flag (p %.2f) stands "
+                            "(llm.may_clear_flags is off)", last.index, window.id, base.probability or 0.0)
+                return base.model_copy(update={
+                    "findings": (*base.findings, *second.findings),
+                    "errors": (*base.errors, *errors),
+                    "latency_ms": latency,
+                })
+            log.warning("cascade: the LLM cleared turn %d of %s that the local model flagged (p %.2f; "
+                        "llm.may_clear_flags is on)", last.index, window.id, base.probability or 0.0)
         techniques = dict(second.techniques)
         vulnerabilities = dict(second.vulnerabilities)
         findings = second.findings
+        probability = second.probability
         if second.decision:  # both readings of a manipulative turn are kept
             for t, s in base.techniques.items():
                 techniques[t] = max(s, techniques.get(t, 0.0))
             for v, s in base.vulnerabilities.items():
                 vulnerabilities[v] = max(s, vulnerabilities.get(v, 0.0))
             findings = (*base.findings, *second.findings)
+            if base.decision and not self.cfg.may_clear_flags:  # the LLM may raise a flagged score, never lower it
+                probability = max(probability, base.probability or 0.0)
         return Assessment(
             conversation_id=window.id,
             turn=last.index,
-            probability=second.probability,
+            probability=probability,
             decision=second.decision,
             threshold=second.threshold,
             techniques=techniques if second.decision else {},
