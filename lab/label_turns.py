@@ -266,6 +266,9 @@ def compare(items: dict[str, dict[str, Any]], first: dict[str, list[TurnLabel]],
             second: dict[str, list[TurnLabel]]) -> dict[str, Any]:
     """Turn-level kappa on manipulative-or-not, and per technique (over the turns of the shared dialogues)."""
     ids = sorted(set(first) & set(second))
+    if not ids:
+        return {"dialogues": 0, "turns": 0, "manipulative_a": 0, "manipulative_b": 0, "agreement": None,
+                "kappa": None, "same_manipulator": None, "techniques": {}}
     ya: list[int] = []
     yb: list[int] = []
     per: dict[Technique, tuple[list[int], list[int]]] = {t: ([], []) for t in Technique}
@@ -295,27 +298,170 @@ def compare(items: dict[str, dict[str, Any]], first: dict[str, list[TurnLabel]],
     return out
 
 
-def load_answers(items: dict[str, dict[str, Any]], paths: Iterable[Path]) -> dict[str, list[TurnLabel]]:
+def load_answers(items: dict[str, dict[str, Any]], paths: Iterable[Path],
+                 extra: dict[str, dict[str, Any]] | None = None) -> dict[str, list[TurnLabel]]:
+    """The first valid answer for each item (an answer with any problem is left out: it is not a label)."""
+    answers = [a for p in paths for a in read_jsonl(p)] + [{"id": k, **v} for k, v in (extra or {}).items()]
     out: dict[str, list[TurnLabel]] = {}
-    for p in paths:
+    for a in answers:
+        cid = str(a.get("id"))
+        if cid in items and cid not in out:
+            labels, problems = parse_answer(items[cid], a)
+            if not problems:
+                out[cid] = labels
+    return out
+
+
+def cmd_agreement(args: argparse.Namespace) -> None:
+    """Kappa of the two labellings, per corpus, and for the registers per register."""
+    report: dict[str, Any] = {}
+    for corpus, items, first, second in passes(Path(args.work)):
+        report[corpus] = compare(items, first, second)
+        if corpus != "mentalmanip":
+            for register in sorted({i["register"] for i in items.values()}):
+                ids = {k for k, i in items.items() if i["register"] == register}
+                sub = compare(items, {k: v for k, v in first.items() if k in ids},
+                              {k: v for k, v in second.items() if k in ids})
+                report[f"{corpus}: {register}"] = {k: sub[k] for k in ("dialogues", "turns", "manipulative_a",
+                                                                        "manipulative_b", "agreement", "kappa")}
+    print(json.dumps(report, indent=1))
+
+
+def same(a: Sequence[TurnLabel], b: Sequence[TurnLabel]) -> bool:
+    """Two labellings agree when they mark the same turns with the same techniques (quotes may differ)."""
+    return {(x.turn, frozenset(x.techniques)) for x in a} == {(x.turn, frozenset(x.techniques)) for x in b}
+
+
+def label_lines(labels: Sequence[TurnLabel]) -> str:
+    if not labels:
+        return "    (no manipulative turn)"
+    return "\n".join(f"    turn {x.turn}: {', '.join(t.value for t in x.techniques)}"
+                     f" [{', '.join(v.value for v in x.vulnerabilities) or '-'}] \"{x.quote}\"" for x in labels)
+
+
+def passes(work: Path) -> list[tuple[str, dict[str, dict[str, Any]], dict[str, list[TurnLabel]], dict[str, list[TurnLabel]]]]:
+    """(corpus, items, first labels, second labels) for MentalManip, the drawn registers and the written ones."""
+    out = []
+    mm = {i["id"]: i for p in sorted((work / "mm").glob("first_*.jsonl")) for i in read_jsonl(p)}
+    out.append(("mentalmanip", mm, load_answers(mm, sorted((work / "mm" / "answers").glob("first_*.jsonl"))),
+                load_answers(mm, sorted((work / "mm" / "answers").glob("second_*.jsonl")))))
+    reg = {i["id"]: i for p in sorted((work / "reg").glob("reg_0*.jsonl")) for i in read_jsonl(p)}
+    out.append(("registers", reg, load_answers(reg, sorted((work / "reg" / "answers").glob("reg_0*.jsonl"))),
+                load_answers(reg, sorted((work / "reg" / "answers").glob("reg_second*.jsonl")))))
+    rows = [r for p in sorted((work / "written").glob("w_*.jsonl")) for r in read_jsonl(p)]
+    written = {r["id"]: written_item(r) for r in rows}
+    first = load_answers(written, [], extra={r["id"]: {"turns": r.get("labels") or []} for r in rows})
+    out.append(("written", written, first, load_answers(written, sorted((work / "written" / "answers").glob("*.jsonl")))))
+    return out
+
+
+def cmd_disagreements(args: argparse.Namespace) -> None:
+    """Every twice-labelled item whose two labellings differ, both shown, for adjudication."""
+    work, out = Path(args.work), Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for corpus, items, first, second in passes(work):
+        rows = []
+        for cid in sorted(set(first) & set(second)):
+            if not same(first[cid], second[cid]):
+                item = dict(items[cid])
+                item["labels_a"] = [x.to_json() for x in first[cid]]
+                item["labels_b"] = [x.to_json() for x in second[cid]]
+                rows.append(item)
+        (out / f"{corpus}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                                             encoding="utf-8")
+        text = [render(r) + "\n  A:\n" + label_lines(first[r["id"]]) + "\n  B:\n" + label_lines(second[r["id"]])
+                for r in rows]
+        (out / f"{corpus}.txt").write_text("\n\n".join(text) + "\n", encoding="utf-8")
+        print(corpus, len(rows), "disagreements of", len(set(first) & set(second)))
+
+
+def adjudicated(work: Path, corpus: str, items: dict[str, dict[str, Any]]) -> dict[str, tuple[list[TurnLabel], str]]:
+    """The adjudicator's final labels and reason for each disagreement of `corpus`."""
+    out: dict[str, tuple[list[TurnLabel], str]] = {}
+    for p in sorted((work / "adjudication" / "answers").glob(f"{corpus}*.jsonl")):
         for a in read_jsonl(p):
             cid = str(a.get("id"))
             if cid in items and cid not in out:
                 labels, problems = parse_answer(items[cid], a)
-                if not problems:
-                    out[cid] = labels
+                if problems:
+                    raise SystemExit(f"adjudication of {cid}: {'; '.join(problems)}")
+                out[cid] = (labels, str(a.get("reason") or ""))
     return out
 
 
-def all_items(batch_dir: Path) -> dict[str, dict[str, Any]]:
-    return {i["id"]: i for p in sorted(batch_dir.glob("first_*.jsonl")) for i in read_jsonl(p)}
+def conversation_row(item: dict[str, Any], labels: Sequence[TurnLabel] | None, labelled_by: str,
+                     source: str, label: str, meta: dict[str, Any]) -> dict[str, Any]:
+    turns = [{"speaker": t["speaker"], "text": t["text"]} for t in item["turns"]]
+    meta = dict(meta)
+    if labels is not None:
+        meta["manipulative_turns"] = sorted(x.turn for x in labels)
+        meta["turn_labels"] = [x.to_json() for x in sorted(labels, key=lambda x: x.turn)]
+        suspects = sorted({item["turns"][x.turn]["speaker"] for x in labels})
+        roles = dict(meta.get("roles") or {})
+        roles = {k: v for k, v in roles.items() if v != "Suspect"}
+        meta["roles"] = {**roles, **dict.fromkeys(suspects, "Suspect")}
+    meta["labelled_by"] = labelled_by
+    return {"id": item["id"], "source": source, "label": label, "turns": turns, "meta": meta}
 
 
-def cmd_agreement(args: argparse.Namespace) -> None:
-    items = all_items(Path(args.batches))
-    first = load_answers(items, [Path(p) for p in args.a.split(",")])
-    second = load_answers(items, [Path(p) for p in args.b.split(",")])
-    print(json.dumps(compare(items, first, second), indent=1))
+def cmd_merge(args: argparse.Namespace) -> None:
+    """data/dialogues/{mentalmanip,registers,labellings,adjudication}.jsonl from the work folder."""
+    work, out = Path(args.work), Path(args.out)
+    final: dict[str, dict[str, list[TurnLabel]]] = {}
+    how: dict[str, dict[str, str]] = {}
+    labellings: list[dict[str, Any]] = []
+    decisions: list[dict[str, Any]] = []
+    everything: dict[str, dict[str, dict[str, Any]]] = {}
+    for corpus, items, first, second in passes(work):
+        everything[corpus] = items
+        adj = adjudicated(work, corpus, items)
+        final[corpus], how[corpus] = {}, {}
+        for cid in items:
+            if cid not in first:
+                continue
+            for n, labels in ((1, first.get(cid)), (2, second.get(cid))):
+                if labels is not None:
+                    labellings.append({"corpus": corpus, "id": cid, "pass": n,
+                                       "turns": [x.to_json() for x in labels]})
+            if cid in second and not same(first[cid], second[cid]):
+                if cid not in adj:
+                    raise SystemExit(f"{corpus} {cid}: the two labellings differ and nothing adjudicates them")
+                final[corpus][cid], reason = adj[cid]
+                how[corpus][cid] = "two labellers, adjudicated"
+                decisions.append({"corpus": corpus, "id": cid, "turns": [x.to_json() for x in adj[cid][0]],
+                                  "reason": reason})
+            else:
+                final[corpus][cid] = first[cid]
+                how[corpus][cid] = "two labellers, agreed" if cid in second else "one labeller"
+    mm_rows = []
+    mm_items = everything["mentalmanip"]
+    for d, version in mentalmanip_dialogues():
+        gold = gold_json(gold_of(d))
+        meta: dict[str, Any] = {"register": "film", "gold": gold, "version": version}
+        item = {"id": d.id, "turns": [{"i": t.index, "speaker": t.speaker, "text": t.text}
+                                      for t in d.conversation.turns]}
+        if not d.manipulative:
+            mm_rows.append(conversation_row(item, [], "gold (not manipulative)", f"mentalmanip_{version}",
+                                            "benign", meta))
+        elif d.id in final["mentalmanip"]:
+            assert mm_items[d.id]["turns"] == item["turns"]
+            mm_rows.append(conversation_row(item, final["mentalmanip"][d.id], how["mentalmanip"][d.id],
+                                            f"mentalmanip_{version}", "manipulative", meta))
+    reg_rows = []
+    for corpus in ("registers", "written"):
+        for cid, labels in final[corpus].items():
+            item = everything[corpus][cid]
+            meta = {**item["meta"], "register": item["register"], "source_label": item["source_label"]}
+            if corpus == "registers":
+                meta["file"] = item["file"]
+            reg_rows.append(conversation_row(item, labels, how[corpus][cid], item["source"] or "guardian-written",
+                                             "manipulative" if labels else "benign", meta))
+    out.mkdir(parents=True, exist_ok=True)
+    for name, rows in (("mentalmanip", mm_rows), ("registers", reg_rows), ("labellings", labellings),
+                       ("adjudication", decisions)):
+        (out / f"{name}.jsonl").write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows),
+                                           encoding="utf-8")
+        print(name, len(rows))
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -334,16 +480,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     r.add_argument("out")
     w = sub.add_parser("check-written")
     w.add_argument("file")
+    d = sub.add_parser("disagreements")
+    d.add_argument("work")
+    d.add_argument("out")
+    m = sub.add_parser("merge")
+    m.add_argument("work")
+    m.add_argument("out", help="data/dialogues")
     g = sub.add_parser("agreement")
-    g.add_argument("batches")
-    g.add_argument("a")
-    g.add_argument("b")
+    g.add_argument("work")
     args = ap.parse_args(argv)
     if args.cmd == "batches":
         cmd_batches(args)
         return 0
     if args.cmd == "registers":
         cmd_registers(args)
+        return 0
+    if args.cmd == "merge":
+        cmd_merge(args)
+        return 0
+    if args.cmd == "disagreements":
+        cmd_disagreements(args)
         return 0
     if args.cmd == "check-written":
         return cmd_check_written(args)
