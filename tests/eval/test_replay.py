@@ -258,3 +258,32 @@ def test_default_detectors_on_the_gaslighting_evaluation_dialogues(capsys: pytes
     assert manipulative["flagged_any"] >= 0.45
     assert manipulative["suspect_named_first"] >= 0.7
     assert benign["flagged_any"] <= 0.3
+
+
+def test_turn_labelled_conversations_are_scored_by_register_and_turn(
+    tmp_path: Path, phrase: PhraseDetector, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def labelled(cid: str, register: str, texts: list[str], marked: list[int]) -> dict[str, object]:
+        row = _conversation(cid, "manipulative" if marked else "benign", texts)
+        row["meta"] = {"register": register, "manipulative_turns": marked}
+        return row
+
+    rows = [
+        # the flag lands on the labelled turn (1) and on one that is not (3)
+        labelled("a", "scam call", ["Hi.", "Buy a gift card now.", "Why?", "A gift card, I said."], [1]),
+        labelled("b", "scam call", ["Hi.", "Read me the code.", "No."], [1]),  # missed
+        labelled("c", "emotional support", ["I'm low.", "That sounds hard.", "Thanks."], []),
+        labelled("d", "emotional support", ["Any gift card ideas?", "A book."], []),  # a false alarm
+    ]
+    path = tmp_path / "registers.jsonl"
+    path.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    assert main(["eval", "conversations", str(path), "-d", "phrase-test", "--format", "json"]) == 0
+    report = json.loads(capsys.readouterr().out.strip())
+    assert report["labelled_turns"] == 2
+    assert report["turn_recall"] == 0.5  # a's turn 1 flagged, b's turn 1 not
+    assert report["turn_precision"] == round(1 / 3, 4)  # three flagged turns, one of them labelled
+    scam, support = report["by_register"]["scam call"], report["by_register"]["emotional support"]
+    assert scam["manipulative"]["flagged_any"] == 0.5 and scam["manipulative"]["turn_recall"] == 0.5
+    assert support["benign"]["flagged_any"] == 0.5 and support["benign"]["n"] == 2
+    assert main(["eval", "conversations", str(path), "-d", "phrase-test"]) == 0
+    assert "emotional support: benign" in capsys.readouterr().out

@@ -102,6 +102,11 @@ class Replayed:
     verdicts: tuple[TurnVerdict, ...]
     #: The speaker the file names `Suspect` (`meta.roles`), if any.
     suspect: str | None = None
+    #: What kind of talk (`meta.register`), where the file says.
+    register: str | None = None
+    #: The turns labelled manipulative one by one (`meta.manipulative_turns`); None when only the
+    #: conversation is labelled.
+    manipulative_turns: tuple[int, ...] | None = None
 
     @property
     def flagged_any(self) -> bool:
@@ -234,7 +239,7 @@ def replay_labelled(
 ) -> list[Replayed]:
     assessed = replay([c.conversation for c in conversations], detectors, options=options)
     return [
-        Replayed(c.id, c.label, tuple(TurnVerdict.of(a) for a in turns), c.suspect)
+        Replayed(c.id, c.label, tuple(TurnVerdict.of(a) for a in turns), c.suspect, c.register, c.manipulative_turns)
         for c, turns in zip(conversations, assessed, strict=True)
     ]
 
@@ -277,6 +282,15 @@ def figures(replayed: Sequence[Replayed], *, latency: bool = True) -> dict[str, 
         # of the flagged conversations whose file names a suspect, the share whose first flag names them
         out["suspect_named_first"] = _share(sum(r.first_named == r.suspect for r in accused), len(accused))
         out["suspect_flagged_n"] = len(accused)
+    judged = [r for r in replayed if r.manipulative_turns is not None]
+    if judged:
+        # against the turn labels: did the flag land on the turn that manipulates, and only there?
+        marked = [(r, i) for r in judged for i in r.manipulative_turns or ()]
+        flagged = [(r, i) for r in judged for i, v in enumerate(r.verdicts) if v.flagged]
+        hits = sum(i in (r.manipulative_turns or ()) for r, i in flagged)
+        out["turn_recall"] = _share(sum(r.verdicts[i].flagged for r, i in marked if i < len(r.verdicts)), len(marked))
+        out["turn_precision"] = _share(hits, len(flagged))
+        out["labelled_turns"] = len(marked)
     if latency:
         timed = [v.latency_ms for v in verdicts if v.not_assessed is None]
         out["latency_ms_p50"] = round(statistics.median(timed), 3) if timed else None
@@ -319,6 +333,13 @@ class FileReport:
                 label: {**figures(group), "by_length": by_length(group)}
                 for label in sorted(labels)
                 if (group := [r for r in self.replayed if r.label == label])
+            }
+        registers = sorted({r.register for r in self.replayed if r.register is not None})
+        if registers:
+            out["by_register"] = {
+                register: {label: figures(group, latency=False) for label in sorted(labels)
+                           if (group := [r for r in self.replayed if r.register == register and r.label == label])}
+                for register in registers
             }
         return out
 
@@ -370,6 +391,8 @@ TABLE_COLUMNS = (
     ("top_probability_p50", "top_p50"),
     ("top_probability_p90", "top_p90"),
     ("suspect_named_first", "named"),
+    ("turn_recall", "turn_rec"),
+    ("turn_precision", "turn_pre"),
     ("latency_ms_p50", "ms_p50"),
 )
 
@@ -392,6 +415,9 @@ def render_text(reports: Sequence[dict[str, Any]]) -> str:
             for bucket, sub in data["by_length"].items():
                 if sub["n"]:
                     row(f"    {bucket} turns", sub)
+        for register, by_label in report.get("by_register", {}).items():
+            for label, data in by_label.items():
+                row(f"  {register}: {label}", data)
     if reports:
         first = reports[0]
         lines.append("")
