@@ -78,7 +78,8 @@ async def test_a_quote_already_alerted_is_not_raised_again() -> None:
     raised = [(e.turn, e.finding.evidence[0].turn, e.finding.evidence[0].quote) for e in events if isinstance(e, FindingRaised)]
     assert raised == [(0, 0, "stupid"), (2, 2, "stupid")]
     last = monitor.state("c").assessments[3]
-    assert len(last.findings) == 4  # the assessment itself still lists every finding in the window
+    assert last.findings == ()  # turn 3 says nothing new (issue 46): ...
+    assert len(last.history) == 4  # ... and carries the window's earlier findings as history
     assert sum(e.new_findings for e in events if isinstance(e, AssessmentReady)) == 2
 
 

@@ -42,6 +42,12 @@ class Finding(_Frozen):
         return self.technique.value if self.technique is not None else str(self.pattern)
 
     @property
+    def turn(self) -> int | None:
+        """The turn this finding belongs to: the latest turn it quotes (a pattern quotes the turn
+        it reacts to first, e.g. a refusal, then its own); None without evidence."""
+        return max((e.turn for e in self.evidence), default=None)
+
+    @property
     def key(self) -> tuple[str, tuple[tuple[int, int, int], ...]]:
         """Identity for de-duplication across turns: what was found, and where."""
         return self.label, tuple((e.turn, e.start, e.end) for e in self.evidence)
@@ -71,6 +77,60 @@ class DetectorError(_Frozen):
     message: str
 
 
+VerdictRule = Literal["under", "threshold", "repeated", "scam", "scam_request"]
+
+
+class Verdict(_Frozen):
+    """How the deciding detector read the assessed turn *itself*, in numbers a person can check.
+
+    Why: an assessment's `probability` and `decision` are the window's (its most suspicious turn's),
+    so a harmless reply after a put-down read "MANIPULATIVE" with nothing saying which turn or which
+    rule. The verdict names the rule that fired on this turn ("turn 3 scored .76, under the medium
+    threshold .90, over the repeat threshold .55 as turn 1 did"), or `under` when none did.
+    """
+
+    turn: int = Field(ge=0)
+    score: float = Field(ge=0.0, le=1.0, description="this turn's own p(manipulation), or its scam score")
+    threshold: float = Field(description="the threshold the rule compared against")
+    sensitivity: str | None = None
+    rule: VerdictRule = "under"
+    repeat_threshold: float | None = None
+    paired_with: int | None = Field(default=None, description="the same speaker's turn that makes this one a repetition")
+    paired_score: float | None = Field(default=None, ge=0.0, le=1.0, description="that turn's own score")
+
+    @property
+    def flagged(self) -> bool:
+        return self.rule != "under"
+
+
+CardKind = Literal["manipulation", "scam"]
+
+
+class FindingCard(_Frozen):
+    """One flagged turn as a person reads it: who, the one or two tactics worth showing, the quote
+    from that turn, what it targets, and why it fired (`guardian.cards` builds it).
+
+    Every label found on the turn keeps its score in `scores` (for machines and the expanded view);
+    `tactics` are the shown ones only.
+    """
+
+    turn: int = Field(ge=0)
+    speaker: str
+    score: float = Field(ge=0.0, le=1.0)
+    kind: CardKind = "manipulation"
+    tactics: tuple[str, ...] = ()
+    scores: dict[str, float] = Field(default_factory=dict)
+    quote: Evidence | None = None
+    vulnerabilities: tuple[Vulnerability, ...] = ()
+    why: str = ""
+
+    @model_validator(mode="after")
+    def _own_quote(self) -> FindingCard:
+        if self.quote is not None and self.quote.turn != self.turn:
+            raise ValueError("a card quotes its own turn only")
+        return self
+
+
 class Assessment(_Frozen):
     """Everything known after one turn: probability, decision, findings, intents.
 
@@ -95,6 +155,11 @@ class Assessment(_Frozen):
     not_assessed: str | None = Field(
         default=None, description="why this turn got no verdict (e.g. 'language fr'); None when assessed"
     )
+    history: tuple[Finding, ...] = Field(
+        default=(), description="findings about earlier turns of the window, carried as context, never new"
+    )
+    verdict: Verdict | None = Field(default=None, description="how the deciding detector read this turn itself")
+    card: FindingCard | None = Field(default=None, description="this turn's card when the turn itself is flagged")
 
     @classmethod
     def merge(
@@ -121,6 +186,8 @@ class Assessment(_Frozen):
         thresholds = [p.threshold for p in parts if p.threshold is not None and p.probability == probability]
         manipulators = [p.manipulator for p in parts if p.manipulator]
         refusals = [p.not_assessed for p in parts]
+        verdicts = sorted((p.verdict for p in parts if p.verdict is not None),
+                          key=lambda v: (v.flagged, v.score), reverse=True)
         return cls(
             conversation_id=conversation_id,
             turn=turn,
@@ -136,7 +203,13 @@ class Assessment(_Frozen):
             errors=tuple(e for p in parts for e in p.errors),
             latency_ms=latency_ms,
             not_assessed=refusals[0] if refusals and all(refusals) else None,
+            history=tuple(f for p in parts for f in p.history),
+            verdict=verdicts[0] if verdicts else None,
         )
+
+    def own_findings(self) -> tuple[Finding, ...]:
+        """The findings that belong to the assessed turn (`Finding.turn`), or quote nothing."""
+        return tuple(f for f in self.findings if f.turn is None or f.turn == self.turn)
 
     @classmethod
     def refused(

@@ -12,6 +12,9 @@ and all need the same answers to the awkward parts, so they are decided here onc
 - the per-detector assessments are merged (`Assessment.merge`);
 - every quote is grounded: a finding whose evidence is not the window's own words at
   the turn and span it names is dropped, and the drop is recorded as an error;
+- a finding belongs to the turn it quotes: only the latest turn's are the assessment's
+  `findings`, earlier turns' are carried as `history` (never re-reported as new), and a
+  flagged latest turn gets its one card (`guardian.cards`);
 - many windows at once (`run_batch`) go to each detector's `analyze_batch` (one
   encoder pass for the local model); a batch that fails is retried window by window
   so one bad window costs only its own verdict.
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 from functools import partial
 from typing import TypeVar
 
+from guardian.cards import card_for, split_by_turn
 from guardian.conversation import Conversation
 from guardian.detectors.base import Detector
 from guardian.findings import Assessment, DetectorError, Finding
@@ -308,10 +312,17 @@ class Runner:
             failures.append(dropped)
             errors.append(dropped)
             names.append(finding.detector)
-        merged = Assessment.merge(parts, conversation_id=window.id, turn=_latest(window), latency_ms=round(latency_ms, 3))
+        latest = _latest(window)
+        merged = Assessment.merge(parts, conversation_id=window.id, turn=latest, latency_ms=round(latency_ms, 3))
+        # A finding belongs to the turn it quotes: the latest turn's are new, earlier turns' are history.
+        own, earlier = split_by_turn(tuple(findings), turn=latest)
         merged = merged.model_copy(
-            update={"findings": tuple(findings), "errors": tuple(errors), "detectors": tuple(dict.fromkeys(names))}
+            update={"findings": own, "history": (*merged.history, *earlier), "errors": tuple(errors),
+                    "detectors": tuple(dict.fromkeys(names))}
         )
+        last = window.last
+        if last is not None:
+            merged = merged.model_copy(update={"card": card_for(merged, last)})
         return Run(merged, tuple(failures))
 
 

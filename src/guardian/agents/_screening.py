@@ -137,7 +137,7 @@ def is_flagged(assessment: Assessment, *, threshold: float | None = None, speake
     """
     if speaker is not None and assessment.manipulator is not None and assessment.manipulator != speaker:
         return False
-    quoted = [e for f in assessment.findings for e in f.evidence]
+    quoted = [e for f in (*assessment.findings, *assessment.history) for e in f.evidence]
     if quoted and all(e.turn != assessment.turn for e in quoted):
         return False
     if assessment.probability is not None:

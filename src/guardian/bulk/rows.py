@@ -124,7 +124,7 @@ def conversation_row(
             techniques[t.value] = max(s, techniques.get(t.value, 0.0))
         for v, s in a.vulnerabilities.items():
             vulnerabilities[v.value] = max(s, vulnerabilities.get(v.value, 0.0))
-    findings = _distinct(f for a in assessments for f in a.findings)
+    findings = _distinct(f for a in assessments for f in (*a.findings, *a.history))  # every turn's, once
     quoted = sorted({e.turn for f in findings for e in f.evidence})
     by_index = {t.index: t for t in conversation.turns}
     return ConversationRow(

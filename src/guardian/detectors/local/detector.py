@@ -53,7 +53,7 @@ from guardian.detectors.local.reply_pair import (
 from guardian.detectors.local.scam_requests import request_sentences
 from guardian.encoding.sentence_encoder import SentenceEncoder, shared_encoder
 from guardian.errors import ModelUnavailable
-from guardian.findings import Assessment, Finding
+from guardian.findings import Assessment, Finding, Verdict
 from guardian.grounding import Span, evidence_for, sentences
 
 _SHARED: dict[str, TurnModel] = {}
@@ -392,6 +392,8 @@ class LocalModelDetector(Detector):
         return Assessment(
             conversation_id=window.id,
             turn=window.turns[-1].index,
+            verdict=self._verdict(scored, manipulation, combined, threshold, request_threshold, repeat,
+                                  manipulative=manipulative, scam_flagged=scam_flagged, repeated=repeated),
             probability=probability,
             decision=bool(flagged),
             threshold=threshold,
@@ -401,6 +403,35 @@ class LocalModelDetector(Detector):
             manipulator=scored.turns[blamed].speaker if flagged else None,
             detectors=(self.name,),
         )
+
+    def _verdict(
+        self, scored: _Scored, manipulation: np.ndarray, combined: np.ndarray, threshold: float,
+        request_threshold: float, repeat: float | None, *, manipulative: set[int], scam_flagged: set[int],
+        repeated: set[int],
+    ) -> Verdict:
+        """How the latest turn itself was read: which rule flagged it, with the numbers it compared
+        (the window's probability is its most suspicious turn's, which may be an earlier one)."""
+        latest = len(scored.turns) - 1
+        turn = scored.turns[latest]
+        own = float(np.clip(manipulation[latest], 0.0, 1.0))
+        common = {"turn": turn.index, "sensitivity": None if self._threshold is not None else self.sensitivity}
+        if latest in manipulative and manipulation[latest] >= threshold:
+            return Verdict(score=own, threshold=threshold, rule="threshold", **common)
+        if latest in manipulative and latest in repeated:
+            partners = [i for i in repeated if i != latest and scored.turns[i].speaker == turn.speaker]
+            other = max(partners, key=lambda i: (manipulation[i], i)) if partners else None
+            return Verdict(
+                score=own, threshold=threshold, rule="repeated", repeat_threshold=repeat,
+                paired_with=scored.turns[other].index if other is not None else None,
+                paired_score=float(np.clip(manipulation[other], 0.0, 1.0)) if other is not None else None,
+                **common,
+            )
+        scam = float(np.clip(combined[latest], 0.0, 1.0))
+        if latest in scam_flagged:
+            by_head = float(scored.scores.scam[latest]) >= threshold
+            return Verdict(score=scam, threshold=threshold if by_head else request_threshold,
+                           rule="scam" if by_head else "scam_request", **common)
+        return Verdict(score=own, threshold=threshold, **common)
 
     def _quote(
         self, model: TurnModel, scored: _Scored, i: int, *, column: str, spans: list[Span] | None = None
