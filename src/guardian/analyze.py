@@ -10,19 +10,24 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from enum import StrEnum
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 from rich.console import Console
 from rich.text import Text
 
+from guardian.card_view import card_text, steps_text
 from guardian.config import settings
 from guardian.conversation import Conversation
 from guardian.detectors import registry
 from guardian.detectors.base import Detector
 from guardian.errors import InputError
-from guardian.findings import Assessment
+from guardian.findings import Assessment, FindingCard
+from guardian.monitor import risk_series
+from guardian.plain_words import StepKind, number, plain_words
 from guardian.readers import configured_limits, megabytes, parse_transcript, read_transcript
 from guardian.runner import Runner
+from guardian.summary import ConversationSummary, summarize
 from guardian.terminal_text import terminal_safe
 
 
@@ -33,15 +38,44 @@ class OutputFormat(StrEnum):
     MARKDOWN = "markdown"
 
 
+#: Version of the `--format json` document: 2 when findings became the assessed turn's own
+#: (earlier turns' in `history`), with the turn's `verdict` and `card` and the `summary`.
+SCHEMA_VERSION: Literal[2] = 2
+
+
 class AnalyzeReport(BaseModel):
     """The `--format json` document (schema: src/guardian/schema/analyze.schema.json)."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    schema_version: Literal[2] = SCHEMA_VERSION
     guardian_version: str
     conversation: Conversation
     detectors: tuple[str, ...]
     assessments: tuple[Assessment, ...]
+    risk: tuple[float, ...] = Field(default=(), description="the conversation's risk after each turn, as `watch` keeps it")
+    summary: ConversationSummary | None = None
+    next_steps: dict[str, tuple[str, ...]] = Field(
+        default_factory=dict, description="what the person can do, by the kinds of the flagged turns' cards"
+    )
+
+
+def summary_of(conversation: Conversation, assessments: Sequence[Assessment]) -> ConversationSummary:
+    """The per-speaker summary and the risk now, from the cards (`guardian.summary`)."""
+    risk = risk_series(assessments)
+    return summarize(
+        conversation.id,
+        conversation.turns,
+        (a.card for a in assessments if a.card is not None),
+        risk=risk[-1] if risk else 0.0,
+        peak_risk=max(risk, default=0.0),
+    )
+
+
+def kinds_of(assessments: Sequence[Assessment]) -> list[StepKind]:
+    """The kinds of the flagged turns (scam first: its steps are the most urgent), each once."""
+    kinds = {a.card.kind for a in assessments if a.card is not None}
+    return [k for k in ("scam", "manipulation") if k in kinds]
 
 
 def load_input(file: str, *, input_format: str) -> Conversation:
@@ -101,6 +135,7 @@ def run_analyze(
     detectors: str | None,
     input_format: str,
     window: int | None,
+    explain: bool = False,
 ) -> None:
     from guardian import __version__
 
@@ -118,6 +153,9 @@ def run_analyze(
             conversation=conversation,
             detectors=tuple(d.name for d in active),
             assessments=tuple(assessments),
+            risk=tuple(round(r, 6) for r in risk_series(assessments)),
+            summary=summary_of(conversation, assessments),
+            next_steps={k: plain_words().next_steps(k) for k in kinds_of(assessments)},
         )
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     elif output_format is OutputFormat.JSONL:
@@ -126,7 +164,7 @@ def run_analyze(
     elif output_format is OutputFormat.MARKDOWN:
         sys.stdout.write(render_markdown(conversation, assessments))
     else:
-        render_text(console, conversation, assessments)
+        render_text(console, conversation, assessments, explain=explain)
 
 
 class _ReaderConsole(Console):
@@ -162,14 +200,25 @@ def highlighted(text: str, spans: Sequence[tuple[int, int]], *, style: str = "bo
 
 
 def _spans_by_turn(assessments: Sequence[Assessment]) -> dict[int, list[tuple[int, int]]]:
-    """Every quoted span, grouped by the turn it quotes (one pass: scanning every finding for
-    every turn made long transcripts quadratic)."""
+    """Every quoted span of each turn's own findings, grouped by the turn it quotes (one pass:
+    scanning every finding for every turn made long transcripts quadratic)."""
     spans: dict[int, list[tuple[int, int]]] = {}
     for assessment in assessments:
         for finding in assessment.findings:
             for e in finding.evidence:
                 spans.setdefault(e.turn, []).append((e.start, e.end))
     return spans
+
+
+def not_flagged_line(assessment: Assessment) -> str | None:
+    """Why an assessed turn is not flagged, with its numbers; None when there is nothing to say."""
+    v = assessment.verdict
+    if v is not None and v.turn == assessment.turn:
+        rule = f"the {v.sensitivity or 'configured'} threshold {number(v.threshold)}"
+        return f"turn {v.turn} scored {number(v.score)}, under {rule}: not flagged"
+    if assessment.probability is not None:
+        return f"p(manipulation)={assessment.probability:.2f}, not flagged on this turn"
+    return None
 
 
 def _print(console: Console, text: Text) -> None:
@@ -179,7 +228,11 @@ def _print(console: Console, text: Text) -> None:
     console.print(text)
 
 
-def render_text(console: Console, conversation: Conversation, assessments: Sequence[Assessment]) -> None:
+def render_text(
+    console: Console, conversation: Conversation, assessments: Sequence[Assessment], *, explain: bool = False
+) -> None:
+    """The transcript with each flagged turn's card under it (expanded with `explain`), what was
+    noted on the other turns, then the per-speaker summary and what the person can do."""
     spans = _spans_by_turn(assessments)
     for turn, assessment in zip(conversation.turns, assessments, strict=True):
         line = Text(f"[{turn.index}] ", style="dim")
@@ -188,24 +241,34 @@ def render_text(console: Console, conversation: Conversation, assessments: Seque
         _print(console, line)
         if assessment.not_assessed is not None:
             _print(console, Text(f"    not assessed: {assessment.not_assessed}", style="dim"))
-        if assessment.probability is not None:
-            verdict = "MANIPULATIVE" if assessment.decision else "not manipulative"
-            _print(console, Text(f"    p(manipulation)={assessment.probability:.2f}  {verdict}", style="magenta"))
-        for finding in assessment.findings:
-            quote = " / ".join(f"“{e.quote}” (turn {e.turn})" for e in finding.evidence)
-            msg = Text("    ⚑ ", style="red")
-            msg.append(f"{finding.label} {finding.score:.2f}", style="bold red")
-            msg.append(f" [{finding.detector}] ", style="dim")
-            msg.append(quote)
-            if finding.vulnerabilities:
-                msg.append(f" → targets {', '.join(v.value for v in finding.vulnerabilities)}", style="yellow")
-            _print(console, msg)
+        if assessment.card is not None:
+            console.print(card_text(assessment.card, expanded=explain, indent="    "))
+        else:
+            quiet = not_flagged_line(assessment)
+            if quiet is not None:
+                _print(console, Text(f"    {quiet}", style="dim"))
+            for finding in assessment.findings:
+                quote = " / ".join(f"“{e.quote}” (turn {e.turn})" for e in finding.evidence)
+                msg = Text("    · noted: ", style="dim")
+                msg.append(f"{finding.label} {finding.score:.2f}", style="bold")
+                msg.append(f" [{finding.detector}] ", style="dim")
+                msg.append(quote)
+                _print(console, msg)
+        if explain and assessment.history:
+            earlier = sorted({f.turn for f in assessment.history if f.turn is not None})
+            _print(console, Text(f"    (window still holds findings of turns {', '.join(map(str, earlier))})",
+                                 style="dim"))
         for intent in (i for i in assessment.intents if not i.abstained):
             _print(console, Text(f"    intent: {intent.face_act.value} — {intent.intention}", style="blue"))
         for error in assessment.errors:
             _print(console, Text(f"    ! {error.detector} {error.kind}: {error.message}", style="bold yellow"))
-    flagged = sum(len(a.findings) for a in assessments)
-    _print(console, Text(f"{len(conversation)} turns, {flagged} findings", style="bold"))
+    cards = sum(1 for a in assessments if a.card is not None)
+    summary = summary_of(conversation, assessments)
+    _print(console, Text(f"{len(conversation)} turns, {cards} flagged turn{'' if cards == 1 else 's'}", style="bold"))
+    _print(console, Text(summary.line(), style="bold"))
+    kinds = kinds_of(assessments)
+    if kinds:
+        console.print(steps_text(kinds))
 
 
 def render_markdown(conversation: Conversation, assessments: Sequence[Assessment]) -> str:
@@ -213,20 +276,49 @@ def render_markdown(conversation: Conversation, assessments: Sequence[Assessment
     (`markdown_text`), so a turn cannot add markup, HTML, links or lines of its own."""
     from guardian.report import markdown_text as md
 
-    lines = [f"# guardian analysis: {md(conversation.id)}", ""]
+    summary = summary_of(conversation, assessments)
+    lines = [f"# guardian analysis: {md(conversation.id)}", "", f"**Summary:** {md(summary.line())}", ""]
     for turn, assessment in zip(conversation.turns, assessments, strict=True):
         lines.append(f"**[{turn.index}] {md(turn.speaker)}:** {md(turn.text)}")
         lines.append("")
         if assessment.not_assessed is not None:
             lines.append(f"- not assessed: {md(assessment.not_assessed)}")
-        if assessment.probability is not None:
-            lines.append(f"- p(manipulation) = {assessment.probability:.2f} ({'flagged' if assessment.decision else 'not flagged'})")
-        for f in assessment.findings:
-            quotes = "; ".join(f"“{md(e.quote)}” (turn {e.turn}, chars {e.start}–{e.end})" for e in f.evidence)
-            lines.append(f"- **{md(f.label)}** {f.score:.2f} ({md(f.detector)}): {quotes}")
+        card = assessment.card
+        if card is not None:
+            lines.extend(markdown_card(card))
+        else:
+            quiet = not_flagged_line(assessment)
+            if quiet is not None:
+                lines.append(f"- {md(quiet)}")
+            for f in assessment.findings:
+                quotes = "; ".join(f"“{md(e.quote)}” (turn {e.turn}, chars {e.start}–{e.end})" for e in f.evidence)
+                lines.append(f"- noted: **{md(f.label)}** {f.score:.2f} ({md(f.detector)}): {quotes}")
         for i in (i for i in assessment.intents if not i.abstained):
             lines.append(f"- intent: `{i.face_act.value}` {md(i.intention)}")
         for e in assessment.errors:
             lines.append(f"- ⚠ {md(e.detector)} {e.kind}: {md(e.message)}")
         lines.append("")
+    for kind in kinds_of(assessments):
+        lines.append("**What you can do:**" if kind == "manipulation" else "**If someone asks for codes or money:**")
+        lines.extend(f"- {md(step)}" for step in plain_words().next_steps(kind))
+        lines.append("")
     return "\n".join(lines)
+
+
+def markdown_card(card: FindingCard) -> list[str]:
+    """A card as Markdown bullets, every value escaped."""
+    from guardian.report import markdown_text as md
+
+    words = plain_words()
+    tactics = "; ".join(f"**{md(t)}** {number(card.scores.get(t, 0.0))}: {md(words.label(t))}" for t in card.tactics)
+    out = [f"- ⚑ flagged: {md(card.speaker)}, {md(card.kind)} {number(card.score)}: {tactics}"]
+    if card.quote is not None:
+        q = card.quote
+        out.append(f"  - quote: “{md(q.quote)}” (turn {q.turn}, chars {q.start}–{q.end})")
+    if card.vulnerabilities:
+        v = card.vulnerabilities[0]
+        names = ", ".join(x.value for x in card.vulnerabilities)
+        out.append(f"  - targets {md(names)}: {md(words.vulnerability(v))}")
+    if card.why:
+        out.append(f"  - why: {md(card.why)}")
+    return out

@@ -117,6 +117,9 @@ def analyze(
     flush_rows: Annotated[
         int, typer.Option("--flush-rows", min=1, help="Bulk: rows per written chunk (a kill loses at most these).")
     ] = 256,
+    explain: Annotated[
+        bool, typer.Option("--explain", help="Text: each flagged turn's card in full (every score, plain words).")
+    ] = False,
 ) -> None:
     """Assess every turn of a transcript and print the findings with their quoted evidence.
 
@@ -137,7 +140,8 @@ def analyze(
         fmt = OutputFormat(output_format)
     except ValueError:
         raise fail(f"--format must be one of {', '.join(f.value for f in OutputFormat)}") from None
-    run_analyze(file, output_format=fmt, detectors=detectors, input_format=input_format, window=window)
+    run_analyze(file, output_format=fmt, detectors=detectors, input_format=input_format, window=window,
+                explain=explain)
 
 
 @app.command("detectors")

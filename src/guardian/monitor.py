@@ -13,8 +13,9 @@ that decides ordering, de-duplication and the conversation's risk:
   transcript, becomes an `ErrorRaised` event and the others' verdicts stand;
 - a window the models cannot read (not English: `guardian.language`) is not given
   to the detectors; its assessment says why (`not_assessed`) and carries no verdict;
-- a finding already alerted in this conversation (same label, same quoted span)
-  is not raised again when a later window re-discovers it;
+- a finding belongs to the turn it quotes (the runner carries earlier turns' findings as
+  the assessment's `history`); one already alerted in this conversation (same label, same
+  quoted span) is not raised again;
 - `submit` puts turns on a bounded per-conversation queue and waits when it is
   full (back-pressure): a turn is never dropped silently.
 """
@@ -60,6 +61,16 @@ def turn_score(assessment: Assessment) -> float:
     if assessment.probability is not None:
         return assessment.probability
     return max((f.score for f in assessment.findings), default=0.0)
+
+
+def risk_series(assessments: Iterable[Assessment], *, decay: float = RISK_DECAY) -> list[float]:
+    """The conversation's risk after each assessment, as the live monitor keeps it (`analyze` and
+    its summary use the same, so a transcript and its live replay end at the same risk)."""
+    risk, out = 0.0, []
+    for assessment in assessments:
+        risk = max(turn_score(assessment), decay * risk)
+        out.append(risk)
+    return out
 
 
 @dataclass
