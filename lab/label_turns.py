@@ -2,8 +2,19 @@
 
     python lab/label_turns.py batches OUT            MentalManip train+dev manipulative dialogues in batches
     python lab/label_turns.py check BATCH ANSWER     every answer of a batch checked (ids, turns, verbatim quotes, gold)
-    python lab/label_turns.py agreement A B          turn-level Cohen's kappa and per-technique agreement of two labellings
-    python lab/label_turns.py merge OUT ANSWERS...   data/dialogues/mentalmanip.jsonl from the answers (+ adjudication)
+    python lab/label_turns.py registers SRC OUT      conversations of other registers (../shared/data/conversations) in batches
+    python lab/label_turns.py check-written FILE     a writer's labelled conversations checked
+    python lab/label_turns.py written-second FILE OUT  a fifth of them, labels left out, for a blind second labeller
+    python lab/label_turns.py disagreements WORK OUT the twice-labelled items whose labellings differ, for adjudication
+    python lab/label_turns.py agreement WORK|DATA    turn-level Cohen's kappa (and per technique, per register); from
+                                                     WORK, or from data/dialogues (labellings.jsonl) once merged
+    python lab/label_turns.py merge WORK OUT         data/dialogues/{mentalmanip,registers,labellings,adjudication}.jsonl
+    python lab/label_turns.py fixed OUT              batches of dialogues/turns.jsonl and chatbot/exchanges.jsonl (turns named)
+    python lab/label_turns.py merge-fixed ANSWERS    their techniques and spans written into those files
+    python lab/label_turns.py stats OUT              counts by register, label, technique, vulnerability and part
+
+WORK holds mm/ (first_*, second_* batches, answers/), reg/ (reg_0*, reg_second, answers/),
+written/ (w_*.jsonl by the writers, answers/ of the blind second labeller) and adjudication/answers/.
 
 A batch is a JSONL file (`id`, `gold`, `turns`) and a `.txt` beside it for reading. An answer is a
 JSONL file, one line per dialogue: `{"id", "turns": [{"turn", "techniques", "vulnerabilities",
@@ -16,6 +27,7 @@ import argparse
 import json
 import random
 import sys
+from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -27,6 +39,12 @@ from guardian.corpora.turn_labels import Gold, TurnLabel, check_labels, parse_tu
 from guardian.taxonomy import Technique, Vulnerability
 
 SEED = 50
+#: The train-part dialogues the guidelines' author read while writing them (the worked examples among
+#: them): left out of every agreement figure, which must come from dialogues nobody shaped the rules on.
+SEEN_BY_AUTHOR = frozenset({
+    "85514484", "85514485", "85514486", "85514565", "85514860", "85515360", "85515786", "85516111",
+    "85516382", "85517662", "85518612", "85518618", "85518638", "85518989", "85519004", "85519055",
+})
 
 
 def mentalmanip_dialogues() -> list[tuple[LabelledDialogue, str]]:
@@ -154,6 +172,63 @@ def written_item(row: dict[str, Any]) -> dict[str, Any]:
             "source": "guardian-written", "meta": row.get("meta") or {}, "gold": None, "turns": turns}
 
 
+#: Files whose manipulative turns are already named (by their writers); the labellers add techniques and spans.
+FIXED = {"dialogues": "data/dialogues/turns.jsonl", "chatbot": "data/chatbot/exchanges.jsonl"}
+
+
+def fixed_items(name: str) -> list[dict[str, Any]]:
+    items = []
+    for r in read_jsonl(Path(FIXED[name])):
+        meta = r.get("meta") or {}
+        if r["label"] != "manipulative":
+            continue
+        marked = meta.get("manipulative_turns")
+        fixed = sorted(marked) if marked is not None else [len(r["turns"]) - 1]  # a thread's last reply
+        gold = Gold(True, tuple(Technique.parse(t) for t in meta.get("techniques") or ()),
+                    tuple(Vulnerability.parse(v) for v in meta.get("vulnerabilities") or ()))
+        turns = [{"i": i, "speaker": t["speaker"], "text": t["text"]} for i, t in enumerate(r["turns"])]
+        items.append({"id": r["id"], "gold": gold_json(gold), "fixed_turns": fixed, "turns": turns})
+    return items
+
+
+def cmd_fixed(args: argparse.Namespace) -> None:
+    """Batches of the files whose manipulative turns are named: techniques and spans still to add."""
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    for name in FIXED:
+        items = fixed_items(name)
+        write_batch(out / f"{name}.jsonl", items)
+        print(name, len(items), "conversations,", sum(len(i["fixed_turns"]) for i in items), "turns")
+
+
+def cmd_merge_fixed(args: argparse.Namespace) -> None:
+    """`meta.turn_labels` (and, for the chatbot threads, `meta.manipulative_turns`) written into the files."""
+    answers = Path(args.answers)
+    for name, path in FIXED.items():
+        items = {i["id"]: i for i in fixed_items(name)}
+        labels = load_answers(items, sorted(answers.glob(f"{name}*.jsonl")))
+        missing = sorted(set(items) - set(labels))
+        if missing:
+            raise SystemExit(f"{name}: {len(missing)} conversations without a valid answer (first {missing[0]})")
+        rows = read_jsonl(Path(path))
+        for r in rows:
+            if r["id"] in labels:
+                found = sorted(labels[r["id"]], key=lambda x: x.turn)
+                r["meta"]["manipulative_turns"] = [x.turn for x in found]
+                r["meta"]["turn_labels"] = [x.to_json() for x in found]
+        Path(path).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), encoding="utf-8")
+        print(name, len(labels), "conversations labelled")
+
+
+def cmd_written_second(args: argparse.Namespace) -> None:
+    """A share of a writer's conversations, their labels left out, for a blind second labeller."""
+    rows = read_jsonl(Path(args.file))
+    rng = random.Random(SEED)
+    chosen = rng.sample(rows, max(1, round(len(rows) * args.share)))
+    write_batch(Path(args.out), [written_item(r) for r in chosen])
+    print(len(chosen), "of", len(rows))
+
+
 def cmd_check_written(args: argparse.Namespace) -> int:
     """A writer's file: schema, turns, verbatim quotes, label consistent with the turn labels."""
     bad = 0
@@ -211,6 +286,9 @@ def parse_answer(item: dict[str, Any], answer: dict[str, Any]) -> tuple[list[Tur
             labels.append(parse_turn_label(raw, turns))
         except ValueError as exc:
             problems.append(str(exc))
+    fixed = item.get("fixed_turns")
+    if fixed is not None and sorted({lab.turn for lab in labels}) != sorted(fixed):
+        problems.append(f"label exactly the turns {sorted(fixed)} (the file's manipulative turns), no others")
     g = item["gold"]
     if g is None:  # another register: the source's label does not bind (docs/labelling.md)
         if len({lab.turn for lab in labels}) != len(labels):
@@ -265,7 +343,7 @@ def kappa(a: Sequence[int], b: Sequence[int]) -> float:
 def compare(items: dict[str, dict[str, Any]], first: dict[str, list[TurnLabel]],
             second: dict[str, list[TurnLabel]]) -> dict[str, Any]:
     """Turn-level kappa on manipulative-or-not, and per technique (over the turns of the shared dialogues)."""
-    ids = sorted(set(first) & set(second))
+    ids = sorted((set(first) & set(second)) - SEEN_BY_AUTHOR)
     if not ids:
         return {"dialogues": 0, "turns": 0, "manipulative_a": 0, "manipulative_b": 0, "agreement": None,
                 "kappa": None, "same_manipulator": None, "techniques": {}}
@@ -315,7 +393,9 @@ def load_answers(items: dict[str, dict[str, Any]], paths: Iterable[Path],
 def cmd_agreement(args: argparse.Namespace) -> None:
     """Kappa of the two labellings, per corpus, and for the registers per register."""
     report: dict[str, Any] = {}
-    for corpus, items, first, second in passes(Path(args.work)):
+    work = Path(args.work)
+    for corpus, items, first, second in (passes_from_data(work) if (work / "labellings.jsonl").is_file()
+                                         else passes(work)):
         report[corpus] = compare(items, first, second)
         if corpus != "mentalmanip":
             for register in sorted({i["register"] for i in items.values()}):
@@ -353,6 +433,49 @@ def passes(work: Path) -> list[tuple[str, dict[str, dict[str, Any]], dict[str, l
     first = load_answers(written, [], extra={r["id"]: {"turns": r.get("labels") or []} for r in rows})
     out.append(("written", written, first, load_answers(written, sorted((work / "written" / "answers").glob("*.jsonl")))))
     return out
+
+
+def answered_by(work: Path) -> dict[str, dict[int, dict[str, str]]]:
+    """Which answer file (one labeller each) gave each item's first and second labelling."""
+    def names(paths: Iterable[Path]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for p in paths:
+            for a in read_jsonl(p):
+                out.setdefault(str(a.get("id")), p.stem)
+        return out
+
+    mm, reg, written = work / "mm" / "answers", work / "reg" / "answers", work / "written"
+    return {
+        "mentalmanip": {1: names(sorted(mm.glob("first_*.jsonl"))), 2: names(sorted(mm.glob("second_*.jsonl")))},
+        "registers": {1: names(sorted(reg.glob("reg_0*.jsonl"))), 2: names(sorted(reg.glob("reg_second*.jsonl")))},
+        "written": {1: {k: f"writer {v}" for k, v in names(sorted(written.glob("w_*.jsonl"))).items()},
+                    2: names(sorted((written / "answers").glob("*.jsonl")))},
+    }
+
+
+def passes_from_data(data: Path) -> list[tuple[str, dict[str, dict[str, Any]], dict[str, list[TurnLabel]],
+                                              dict[str, list[TurnLabel]]]]:
+    """The same as `passes`, read back from the merged files (so the agreement figures reproduce from data/)."""
+    from guardian.corpora.conversations import load_conversations
+
+    items: dict[str, dict[str, dict[str, Any]]] = {"mentalmanip": {}, "registers": {}, "written": {}}
+    for name in ("mentalmanip", "registers"):
+        for c in load_conversations(data / f"{name}.jsonl"):
+            corpus = "written" if name == "registers" and c.id.startswith("w-") else name  # writers' ids: w-*
+            g = c.gold
+            items[corpus][c.id] = {
+                "id": c.id, "register": c.register or "?",
+                "gold": None if g is None else gold_json(g),
+                "turns": [{"i": t.index, "speaker": t.speaker, "text": t.text} for t in c.conversation.turns],
+            }
+    by_pass: dict[str, dict[int, dict[str, list[TurnLabel]]]] = {k: {1: {}, 2: {}} for k in items}
+    for r in read_jsonl(data / "labellings.jsonl"):
+        item = items[r["corpus"]][r["id"]]
+        labels, problems = parse_answer(item, r)
+        if problems:
+            raise SystemExit(f"labellings.jsonl {r['id']}: {'; '.join(problems)}")
+        by_pass[r["corpus"]][r["pass"]][r["id"]] = labels
+    return [(k, items[k], by_pass[k][1], by_pass[k][2]) for k in items]
 
 
 def cmd_disagreements(args: argparse.Namespace) -> None:
@@ -412,6 +535,7 @@ def cmd_merge(args: argparse.Namespace) -> None:
     labellings: list[dict[str, Any]] = []
     decisions: list[dict[str, Any]] = []
     everything: dict[str, dict[str, dict[str, Any]]] = {}
+    who = answered_by(work)
     for corpus, items, first, second in passes(work):
         everything[corpus] = items
         adj = adjudicated(work, corpus, items)
@@ -421,7 +545,7 @@ def cmd_merge(args: argparse.Namespace) -> None:
                 continue
             for n, labels in ((1, first.get(cid)), (2, second.get(cid))):
                 if labels is not None:
-                    labellings.append({"corpus": corpus, "id": cid, "pass": n,
+                    labellings.append({"corpus": corpus, "id": cid, "pass": n, "labeller": who[corpus][n].get(cid),
                                        "turns": [x.to_json() for x in labels]})
             if cid in second and not same(first[cid], second[cid]):
                 if cid not in adj:
@@ -438,7 +562,7 @@ def cmd_merge(args: argparse.Namespace) -> None:
     for d, version in mentalmanip_dialogues():
         gold = gold_json(gold_of(d))
         meta: dict[str, Any] = {"register": "film", "gold": gold, "version": version}
-        item = {"id": d.id, "turns": [{"i": t.index, "speaker": t.speaker, "text": t.text}
+        item: dict[str, Any] = {"id": d.id, "turns": [{"i": t.index, "speaker": t.speaker, "text": t.text}
                                       for t in d.conversation.turns]}
         if not d.manipulative:
             mm_rows.append(conversation_row(item, [], "gold (not manipulative)", f"mentalmanip_{version}",
@@ -464,6 +588,32 @@ def cmd_merge(args: argparse.Namespace) -> None:
         print(name, len(rows))
 
 
+def cmd_stats(args: argparse.Namespace) -> None:
+    """Counts of the merged files: conversations, turns and labels by register and part (data/README.md)."""
+    from guardian.corpora.conversations import load_conversations
+
+    report: dict[str, Any] = {}
+    for name in ("mentalmanip", "registers"):
+        rows = load_conversations(Path(args.data) / f"{name}.jsonl")
+        by: dict[str, Counter[str]] = {}
+        for c in rows:
+            key = c.register or "?"
+            counts = by.setdefault(key, Counter())
+            labels = c.turn_labels or ()
+            counts["conversations"] += 1
+            counts[f"conversations {c.label}"] += 1
+            counts[f"part {split_of(c.id)}"] += 1
+            counts["turns"] += len(c.conversation.turns)
+            counts["manipulative turns"] += len(labels)
+            for lab in labels:
+                for t in lab.techniques:
+                    counts[f"technique {t.value}"] += 1
+                for v in lab.vulnerabilities:
+                    counts[f"vulnerability {v.value}"] += 1
+        report[name] = {k: dict(sorted(v.items())) for k, v in sorted(by.items())}
+    print(json.dumps(report, indent=1))
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -486,6 +636,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     m = sub.add_parser("merge")
     m.add_argument("work")
     m.add_argument("out", help="data/dialogues")
+    fx = sub.add_parser("fixed")
+    fx.add_argument("out")
+    mf = sub.add_parser("merge-fixed")
+    mf.add_argument("answers")
+    ws = sub.add_parser("written-second")
+    ws.add_argument("file")
+    ws.add_argument("out")
+    ws.add_argument("--share", type=float, default=0.2)
+    st = sub.add_parser("stats")
+    st.add_argument("data", help="data/dialogues")
     g = sub.add_parser("agreement")
     g.add_argument("work")
     args = ap.parse_args(argv)
@@ -494,6 +654,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     if args.cmd == "registers":
         cmd_registers(args)
+        return 0
+    if args.cmd == "fixed":
+        cmd_fixed(args)
+        return 0
+    if args.cmd == "merge-fixed":
+        cmd_merge_fixed(args)
+        return 0
+    if args.cmd == "written-second":
+        cmd_written_second(args)
+        return 0
+    if args.cmd == "stats":
+        cmd_stats(args)
         return 0
     if args.cmd == "merge":
         cmd_merge(args)
