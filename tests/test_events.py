@@ -11,6 +11,7 @@ import pytest
 from guardian.conversation import Evidence, Turn
 from guardian.errors import InputError
 from guardian.events import (
+    SCHEMA_VERSION,
     AssessmentReady,
     ErrorRaised,
     Event,
@@ -40,14 +41,15 @@ EVENTS: list[Event] = [
 def test_every_event_keeps_its_wire_shape_and_key_order() -> None:
     lines = [json.dumps(to_dict(e)) for e in EVENTS]
     assert lines[0] == (
-        '{"type": "turn", "conversation_id": "c", "time": 1.5, "turn": '
+        '{"type": "turn", "schema_version": 2, "conversation_id": "c", "time": 1.5, "turn": '
         + json.dumps(TURN.model_dump(mode="json")) + "}"
     )
-    assert list(to_dict(EVENTS[1])) == ["type", "conversation_id", "time", "turn", "risk", "new_findings", "assessment"]
+    assert list(to_dict(EVENTS[1])) == ["type", "schema_version", "conversation_id", "time", "turn", "risk", "new_findings",
+                                     "assessment"]
     assert to_dict(EVENTS[1])["risk"] == 0.123457  # rounded to 6 places, as always
-    assert list(to_dict(EVENTS[2])) == ["type", "conversation_id", "time", "turn", "finding"]
+    assert list(to_dict(EVENTS[2])) == ["type", "schema_version", "conversation_id", "time", "turn", "finding"]
     assert lines[4] == (
-        '{"type": "error", "conversation_id": null, "time": 3.5, "turn": null, "kind": "input", '
+        '{"type": "error", "schema_version": 2, "conversation_id": null, "time": 3.5, "turn": null, "kind": "input", '
         '"detector": null, "line": 4, "message": "line 4: no speaker"}'
     )
 
@@ -91,3 +93,14 @@ def test_reading_is_lenient_where_it_always_was() -> None:
     data = {"type": "turn", "conversation_id": 5, "turn": TURN.model_dump(mode="json"), "extra": 1}
     event = from_dict(data)
     assert isinstance(event, TurnAdded) and event.conversation_id == "5" and event.time == 0.0
+
+
+def test_every_line_says_its_schema_version_and_a_version_1_line_still_reads() -> None:
+    assert SCHEMA_VERSION == 2
+    for event in EVENTS:
+        assert to_dict(event)["schema_version"] == SCHEMA_VERSION
+    old = {"type": "turn", "conversation_id": "c", "time": 1.5, "turn": TURN.model_dump(mode="json")}
+    back = from_dict(old)
+    assert isinstance(back, TurnAdded) and back.turn == TURN
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate(old, json_schema())  # what guardian prints always carries the version

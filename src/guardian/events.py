@@ -24,7 +24,10 @@ from guardian.conversation import Turn
 from guardian.errors import InputError
 from guardian.findings import Assessment, DetectorError, Finding
 
-SCHEMA_VERSION = 1
+#: Version of every event line (`schema_version`) and of a session log's header. 2: an
+#: assessment's findings are the assessed turn's own (earlier turns' in `history`), with the
+#: turn's `verdict` and `card` (issue 46). A line without the field was written by version 1.
+SCHEMA_VERSION = 2
 
 ErrorKind = Literal["error", "timeout", "unavailable", "input"]
 
@@ -89,6 +92,7 @@ Event = TurnAdded | AssessmentReady | FindingRaised | ErrorRaised
 
 #: Description of every line's `time`.
 _TIME = "seconds since the epoch when the event happened"
+_VERSION = "version of the line's schema (absent in version 1 lines)"
 
 
 class _Line(BaseModel):
@@ -107,6 +111,7 @@ class _Line(BaseModel):
 
 class TurnEvent(_Line):
     type: Literal["turn"] = "turn"
+    schema_version: int = Field(default=1, ge=1, description=_VERSION)
     conversation_id: str
     time: float = Field(default=0.0, description=_TIME)
     turn: Turn
@@ -114,6 +119,7 @@ class TurnEvent(_Line):
 
 class AssessmentEvent(_Line):
     type: Literal["assessment"] = "assessment"
+    schema_version: int = Field(default=1, ge=1, description=_VERSION)
     conversation_id: str
     time: float = Field(default=0.0, description=_TIME)
     turn: int
@@ -124,6 +130,7 @@ class AssessmentEvent(_Line):
 
 class FindingEvent(_Line):
     type: Literal["finding"] = "finding"
+    schema_version: int = Field(default=1, ge=1, description=_VERSION)
     conversation_id: str
     time: float = Field(default=0.0, description=_TIME)
     turn: int
@@ -132,6 +139,7 @@ class FindingEvent(_Line):
 
 class ErrorEvent(_Line):
     type: Literal["error"] = "error"
+    schema_version: int = Field(default=1, ge=1, description=_VERSION)
     conversation_id: str | None = None
     time: float = Field(default=0.0, description=_TIME)
     turn: int | None = None
@@ -150,9 +158,12 @@ def _line(event: Event) -> TurnEvent | AssessmentEvent | FindingEvent | ErrorEve
     """The wire model of an event. `model_construct`: the event's parts are already validated
     models, and a plug-in's NaN risk must still print (as null), not fail validation."""
     if isinstance(event, TurnAdded):
-        return TurnEvent.model_construct(conversation_id=event.conversation_id, time=event.time, turn=event.turn)
+        return TurnEvent.model_construct(
+            schema_version=SCHEMA_VERSION, conversation_id=event.conversation_id, time=event.time, turn=event.turn
+        )
     if isinstance(event, AssessmentReady):
         return AssessmentEvent.model_construct(
+            schema_version=SCHEMA_VERSION,
             conversation_id=event.conversation_id,
             time=event.time,
             turn=event.assessment.turn,
@@ -162,9 +173,11 @@ def _line(event: Event) -> TurnEvent | AssessmentEvent | FindingEvent | ErrorEve
         )
     if isinstance(event, FindingRaised):
         return FindingEvent.model_construct(
-            conversation_id=event.conversation_id, time=event.time, turn=event.turn, finding=event.finding
+            schema_version=SCHEMA_VERSION, conversation_id=event.conversation_id, time=event.time, turn=event.turn,
+            finding=event.finding,
         )
     return ErrorEvent.model_construct(
+        schema_version=SCHEMA_VERSION,
         conversation_id=event.conversation_id,
         time=event.time,
         turn=event.turn,
