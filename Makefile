@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.guardian-setup-stamp
 EXAMPLE ?= examples/gaslighting.txt
 
-.PHONY: setup run test check lint clean
+.PHONY: setup run test check lint clean report-check
 
 setup: $(STAMP)
 
@@ -23,6 +23,10 @@ lint: setup
 	$(VENV)/bin/ruff check src tests lab
 	$(VENV)/bin/mypy
 	$(VENV)/bin/lint-imports
+
+# The HTML report of the bundled example, screenshotted by headless Chromium (REPORT_DIR=... keeps it).
+report-check: setup
+	bash scripts/report_check.sh
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache

@@ -14,7 +14,7 @@ from guardian.findings import Assessment, Finding, Intent
 from guardian.monitor import Monitor
 from guardian.report import ReportFormat, render, risk_svg
 from guardian.session_log import SessionHeader, SessionLog
-from guardian.taxonomy import FaceAct, Technique
+from guardian.taxonomy import FaceAct, Technique, Vulnerability
 from tests.monitor_fakes import WordDetector
 
 HOSTILE = 'You are stupid <script>alert("x")</script> & *proud*'
@@ -195,3 +195,58 @@ def test_the_short_format_names_are_accepted() -> None:
     assert ReportFormat("md") is ReportFormat.MARKDOWN and ReportFormat("HTML") is ReportFormat.HTML
     with pytest.raises(ValueError):
         ReportFormat("pdf")
+
+
+def _flagged_events() -> list[Event]:
+    """A session in which the local model's verdict flags turn 2 by the repetition rule."""
+    from guardian.findings import Verdict
+
+    turns = [Turn(index=i, speaker=s, text=t) for i, (s, t) in enumerate(
+        [("Ann", "Where were you?"), ("Bob", "Nobody else would put up with you <b>."), ("Ann", "Stop."),
+         ("Bob", "You are *so* stupid.")])]
+    quote = _ev(turns[3], "You are *so* stupid.")
+    finding = Finding(technique=Technique.SHAMING_OR_BELITTLEMENT, score=0.4, evidence=(quote,),
+                      vulnerabilities=(Vulnerability.LOW_SELF_ESTEEM,), detector="local")
+    verdict = Verdict(turn=3, score=0.7, threshold=0.9, sensitivity="medium", rule="repeated",
+                      repeat_threshold=0.3, paired_with=1, paired_score=0.6)
+    from guardian.cards import card_for
+
+    flagged = Assessment(conversation_id="c", turn=3, probability=0.7, decision=True, threshold=0.9,
+                         findings=(finding,), verdict=verdict)
+    flagged = flagged.model_copy(update={"card": card_for(flagged, turns[3])})
+    events: list[Event] = []
+    for t, risk in zip(turns[:3], (0.05, 0.6, 0.48), strict=True):
+        quiet = Verdict(turn=t.index, score=risk, threshold=0.9, sensitivity="medium")
+        events += [TurnAdded("c", t), AssessmentReady("c", Assessment(conversation_id="c", turn=t.index,
+                                                                       probability=risk, verdict=quiet), risk=risk)]
+    events += [TurnAdded("c", turns[3]), FindingRaised("c", 3, finding), AssessmentReady("c", flagged, risk=0.7)]
+    return events
+
+
+def test_html_report_puts_the_summary_on_top_cards_inline_and_a_labelled_chart() -> None:
+    page = render(_flagged_events(), fmt=ReportFormat.HTML)
+    assert page.index("<h3>Summary</h3>") < page.index("<h3>Risk over time</h3>") < page.index("<h3>Transcript</h3>")
+    assert '<td>Bob</td><td>2</td><td><a href="#turn-3">3</a></td><td>3</td><td>Shaming or Belittlement</td>' in page
+    # the card sits right under its turn, quoting it with its span
+    turn3 = page.index('id="turn-3"')
+    assert turn3 < page.index('<div class="card">') < page.index("<h3>All findings</h3>")
+    assert "(turn 3, chars 0&ndash;20)" in page and "as Bob&#39;s turn 1 did (.60)" in page
+    assert "&lt;b&gt;" in page and "<b>." not in page
+    # the chart: axis names, ticks, both thresholds drawn and named, the flagged turn marked
+    assert ">turn</text>" in page and ">risk</text>" in page and ">1.00</text>" in page
+    assert "medium threshold .90</text>" in page and "repeat threshold .30</text>" in page
+    assert "<title>turn 3 flagged</title>" in page
+    assert "@media print" in page
+    assert "What you can do" in page
+
+
+def test_markdown_and_json_reports_carry_the_summary_and_cards() -> None:
+    text = render(_flagged_events(), fmt=ReportFormat.MARKDOWN)
+    assert "- Bob: 1 flagged turn \\(3\\) since turn 3: Shaming or Belittlement" in text
+    assert '     - quote: "You are \\*so\\* stupid." (turn 3, chars 0–20)' in text
+    assert "\\<b\\>" in text
+    data = json.loads(render(_flagged_events(), fmt=ReportFormat.JSON))
+    assert data["schema_version"] == 2
+    conv = data["conversations"][0]
+    assert [c["turn"] for c in conv["cards"]] == [3]
+    assert conv["summary"]["speakers"][1]["flagged_turns"] == [3]

@@ -22,12 +22,14 @@ from pathlib import Path
 from typing import Any
 
 import jinja2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from guardian.conversation import Evidence, Turn
 from guardian.errors import InputError
 from guardian.events import AssessmentReady, ErrorRaised, Event, FindingRaised, TurnAdded
-from guardian.findings import Assessment, Finding
+from guardian.findings import Assessment, Finding, FindingCard
+from guardian.plain_words import StepKind, number, plain_words
+from guardian.summary import ConversationSummary, summarize
 from guardian.terminal_text import terminal_safe
 
 
@@ -58,10 +60,19 @@ def finding_title(finding: Finding) -> str:
     return str(finding.pattern).replace("_", " ").capitalize()
 
 
+def label_title(label: str) -> str:
+    """A finding label in words: a technique's name as it is, a pattern's capitalised ("Key phrase")."""
+    return label.replace("_", " ").capitalize() if label.islower() else label
+
+
 def definition(finding: Finding) -> str:
     if finding.technique is not None:
         return finding.technique.definition
-    return PATTERN_DEFINITIONS.get(str(finding.pattern), "A pattern reported by the detector.")
+    known = PATTERN_DEFINITIONS.get(str(finding.pattern))
+    if known is not None:
+        return known
+    words = plain_words().label(str(finding.pattern))
+    return f"The speaker {words}." if words else "A pattern reported by the detector."
 
 
 @dataclass(slots=True)
@@ -81,6 +92,39 @@ class ConversationReport:
     @property
     def peak_risk(self) -> float:
         return max(self.risk.values(), default=0.0)
+
+    @property
+    def cards(self) -> list[FindingCard]:
+        """One per flagged turn, in turn order (each turn's own assessment's card)."""
+        return [a.card for _, a in sorted(self.assessments.items()) if a.card is not None]
+
+    def card_of(self, turn: int) -> FindingCard | None:
+        assessment = self.assessments.get(turn)
+        return assessment.card if assessment is not None else None
+
+    @property
+    def summary(self) -> ConversationSummary:
+        """Per speaker: flagged turns, tactics, since when; the risk after the latest turn."""
+        latest = self.risk[max(self.risk)] if self.risk else 0.0
+        return summarize(self.conversation_id, self.turns, self.cards, risk=latest, peak_risk=self.peak_risk)
+
+    @property
+    def kinds(self) -> list[StepKind]:
+        kinds = {c.kind for c in self.cards}
+        return [k for k in ("scam", "manipulation") if k in kinds]
+
+    @property
+    def thresholds(self) -> list[tuple[str, float]]:
+        """The thresholds the turns were judged against, for the chart: (label, value), each once."""
+        seen: dict[float, str] = {}
+        for _, a in sorted(self.assessments.items()):
+            v = a.verdict
+            if v is None:
+                continue
+            seen.setdefault(round(v.threshold, 4), f"{v.sensitivity or 'configured'} threshold")
+            if v.repeat_threshold is not None:
+                seen.setdefault(round(v.repeat_threshold, 4), "repeat threshold")
+        return [(label, value) for value, label in sorted(seen.items(), reverse=True)]
 
 
 def collect(events: Iterable[Event]) -> list[ConversationReport]:
@@ -106,7 +150,8 @@ def collect(events: Iterable[Event]) -> list[ConversationReport]:
 def render(events: Iterable[Event], *, fmt: ReportFormat, title: str = "guardian report") -> str:
     reports = collect(events)
     if fmt is ReportFormat.JSON:
-        return json.dumps({"title": title, "conversations": [_json(r) for r in reports]}, indent=2) + "\n"
+        return json.dumps({"schema_version": REPORT_SCHEMA_VERSION, "title": title,
+                           "conversations": [_json(r) for r in reports]}, indent=2) + "\n"
     if fmt is ReportFormat.HTML:
         return _html(reports, title)
     return _markdown(reports, title)
@@ -115,10 +160,16 @@ def render(events: Iterable[Event], *, fmt: ReportFormat, title: str = "guardian
 # --- JSON ------------------------------------------------------------------------------------
 
 
+#: Version of the `report -f json` document: 2 added the summary and the cards (issue 46).
+REPORT_SCHEMA_VERSION = 2
+
+
 def _json(rep: ConversationReport) -> dict[str, Any]:
     return {
         "conversation_id": rep.conversation_id,
         "peak_risk": rep.peak_risk,
+        "summary": rep.summary.model_dump(mode="json"),
+        "cards": [c.model_dump(mode="json") for c in rep.cards],
         "turns": [
             {
                 **t.model_dump(mode="json"),
@@ -207,9 +258,14 @@ def _environment(kind: str) -> jinja2.Environment:
         spans=_spans,
         intents=_intents,
         title_of=finding_title,
+        title_of_label=label_title,
         definition=definition,
         risk_svg=risk_svg,
+        risk_chart=risk_chart,
         risk_points=lambda rep: [rep.risk[i] for i in sorted(rep.risk)],
+        words=plain_words(),
+        number=number,
+        bar_width=lambda score: f"{max(0.0, min(1.0, score)) * 6:.2f}",
         speakers_of=lambda rep: list(dict.fromkeys(t.speaker for t in rep.turns)),
     )
     return env
@@ -224,9 +280,7 @@ def _html(reports: list[ConversationReport], title: str) -> str:
 
 
 def risk_svg(points: list[float], *, width: int = 480, height: int = 80) -> Markup:
-    """A small inline SVG line chart of risk per turn (0 at the bottom, 1 at the top).
-
-    Built from numbers only, so it is `Markup` (safe to print unescaped in the HTML template)."""
+    """A small inline SVG line of risk per turn (0 at the bottom, 1 at the top), no axes."""
     if not points:
         return Markup("")
     step = width / max(1, len(points) - 1)
@@ -238,6 +292,59 @@ def risk_svg(points: list[float], *, width: int = 480, height: int = 80) -> Mark
         f'viewBox="0 0 {width} {height}" role="img" aria-label="risk per turn">'
         f'<polyline fill="none" stroke="#e53935" stroke-width="2" points="{coords}"/></svg>'
     )
+
+
+def risk_chart(
+    risk: dict[int, float], *, thresholds: Iterable[tuple[str, float]] = (), flagged: Iterable[int] = (),
+    width: int = 640, height: int = 220,
+) -> Markup:
+    """The risk after each turn as an SVG chart a person can read: labelled axes (turn, risk 0-1),
+    the thresholds the turns were judged against drawn as dashed lines with their names, and the
+    flagged turns as dots. Numbers and guardian's own words only; a threshold's name (a
+    detector's sensitivity) is escaped, so the result is safe `Markup`."""
+    if not risk:
+        return Markup("")
+    left, right, top, bottom = 48, 150, 12, 40
+    plot_w, plot_h = width - left - right, height - top - bottom
+    turns = sorted(risk)
+    first, last = turns[0], turns[-1]
+    span = max(1, last - first)
+
+    def x(turn: int) -> float:
+        return left + (turn - first) / span * plot_w
+
+    def y(value: float) -> float:
+        return top + (1.0 - max(0.0, min(1.0, value))) * plot_h
+
+    parts = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" viewBox="0 0 {width} {height}" '
+        'role="img" aria-label="risk after each turn, with the thresholds" class="chart" font-size="11" '
+        'font-family="system-ui,sans-serif">',
+        f'<line x1="{left}" y1="{top}" x2="{left}" y2="{top + plot_h}" stroke="#444"/>',
+        f'<line x1="{left}" y1="{top + plot_h}" x2="{left + plot_w}" y2="{top + plot_h}" stroke="#444"/>',
+    ]
+    for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
+        parts.append(f'<line x1="{left - 4}" y1="{y(tick):.1f}" x2="{left}" y2="{y(tick):.1f}" stroke="#444"/>'
+                     f'<text x="{left - 7}" y="{y(tick) + 4:.1f}" text-anchor="end">{tick:.2f}</text>')
+    every = max(1, len(turns) // 12)
+    for turn in turns[::every]:
+        parts.append(f'<line x1="{x(turn):.1f}" y1="{top + plot_h}" x2="{x(turn):.1f}" y2="{top + plot_h + 4}" '
+                     f'stroke="#444"/><text x="{x(turn):.1f}" y="{top + plot_h + 16}" text-anchor="middle">{turn}</text>')
+    parts.append(f'<text x="{left + plot_w / 2:.1f}" y="{height - 6}" text-anchor="middle">turn</text>')
+    parts.append(f'<text x="12" y="{top + plot_h / 2:.1f}" text-anchor="middle" '
+                 f'transform="rotate(-90 12 {top + plot_h / 2:.1f})">risk</text>')
+    for label, value in thresholds:
+        parts.append(f'<line x1="{left}" y1="{y(value):.1f}" x2="{left + plot_w}" y2="{y(value):.1f}" '
+                     f'stroke="#777" stroke-dasharray="5 4"/><text x="{left + plot_w + 6}" y="{y(value) + 4:.1f}">'
+                     f'{escape(label)} {number(value)}</text>')
+    coords = " ".join(f"{x(t):.1f},{y(risk[t]):.1f}" for t in turns)
+    parts.append(f'<polyline fill="none" stroke="#e53935" stroke-width="2" points="{coords}"/>')
+    for turn in flagged:
+        if turn in risk:
+            parts.append(f'<circle cx="{x(turn):.1f}" cy="{y(risk[turn]):.1f}" r="4" fill="#b71c1c">'
+                         f'<title>turn {turn} flagged</title></circle>')
+    parts.append("</svg>")
+    return Markup("".join(parts))
 
 
 def write_report(text: str, output: Path, *, log: Path, force: bool = False) -> None:
