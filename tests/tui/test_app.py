@@ -35,7 +35,9 @@ async def test_replay_shows_turns_highlighted_quotes_findings_and_risk(make_app:
         assert "stupid" in str(views[1].render())
         panel = app.query_one(FindingsPanel)
         belittling = "Shaming or Belittlement"
-        assert [(f.label, turn) for f, turn in panel.findings] == [(belittling, 1), (belittling, 3)]
+        assert [(e.card.turn, e.card.speaker, e.card.tactics) for e in panel.cards] == [
+            (3, "Mark", (belittling,)), (1, "Mark", (belittling,))]  # one card per flagged turn, newest first
+        assert app.sub_title.startswith("Mark: 2 flagged turns (1, 3) since turn 1: Shaming or Belittlement.")
         assert len(app.query_one(RiskTrend).values) == 5
         assert app.query_one(StatusBar).state == "replay finished"
 
@@ -66,7 +68,7 @@ async def test_typing_turns_switching_and_naming_speakers(make_app: AppFactory) 
         turns = [(v.turn.speaker, v.turn.text) for v in app.query(TurnView)]
         assert turns == [("A", "You are stupid"), ("B", "ok"), ("Zoe", "hello"), ("Bea", "hi Zoe")]
         assert app.query_one("#chat-text", Input).value == ""
-        assert len(app.query_one(FindingsPanel).findings) == 1
+        assert len(app.query_one(FindingsPanel).cards) == 1
 
 
 async def test_pause_holds_the_replay_and_resume_finishes_it(make_app: AppFactory) -> None:
@@ -100,7 +102,7 @@ async def test_selecting_a_finding_shows_definition_why_and_similar_examples(mak
         await app.wait_until_done()
         await pilot.pause()
         app.query_one(FindingsPanel).focus()
-        await pilot.press("up", "enter")
+        await pilot.press("down", "enter")  # newest first: the second card is turn 1's
         await _until(lambda: isinstance(app.screen, FindingScreen))
         screen = app.screen
         assert isinstance(screen, FindingScreen) and screen.turn == 1
@@ -166,7 +168,7 @@ async def test_a_resumed_session_shows_what_was_logged(make_app: AppFactory, tmp
         await app.wait_until_done()
         await pilot.pause()
         assert len(app.query(TurnView)) == 5  # nothing replayed twice
-        assert len(app.query_one(FindingsPanel).findings) == 2
+        assert len(app.query_one(FindingsPanel).cards) == 2
 
 
 async def test_transcript_control_characters_are_shown_not_sent_to_the_terminal(make_app: AppFactory) -> None:
@@ -187,10 +189,26 @@ async def test_transcript_control_characters_are_shown_not_sent_to_the_terminal(
         highlighted = [shown.plain[s.start : s.end] for s in shown.spans if s.start >= len("Mark: ")]
         assert "stupid" in highlighted
         panel = app.query_one(FindingsPanel)
-        (finding, turn), = panel.findings
-        assert is_terminal_safe(describe(finding, turn).plain)
+        (entry,) = panel.cards
+        assert is_terminal_safe(describe(entry.card).plain)
+        assert is_terminal_safe(describe(entry.card, expanded=True).plain)
         panel.focus()
         await pilot.press("enter")
         await _until(lambda: isinstance(app.screen, FindingScreen))
         body = str(app.screen.query_one("#finding-text", Static).render())
         assert "stupid" in body and is_terminal_safe(body)
+
+
+async def test_x_expands_a_card_to_every_score(make_app: AppFactory) -> None:
+    app = make_app()
+    async with app.run_test(size=(100, 30)) as pilot:
+        await app.wait_until_done()
+        await pilot.pause()
+        panel = app.query_one(FindingsPanel)
+        panel.focus()
+        assert "all scores" not in str(panel.get_option_at_index(0).prompt)
+        await pilot.press("x")
+        assert panel.expanded == {3}
+        assert "all scores: Shaming or Belittlement .80" in str(panel.get_option_at_index(0).prompt)
+        await pilot.press("x")
+        assert panel.expanded == set()

@@ -85,7 +85,7 @@ def test_guardian_watch_shows_a_highlighted_quote_in_a_real_terminal(tmp_path: P
         plain = SGR.sub("", screen)
         print(plain)  # the screenshot-equivalent, shown with -s
         assert "replay finished" in plain, plain
-        assert "Findings (" in plain
+        assert "Flagged turns" in plain  # the panel of cards (none: key phrases alone flag no turn)
         rows = screen.splitlines()
         # The transcript (left pane) row with the quote, and a row of plain, unflagged talk.
         line = next(r for r in rows if 0 <= SGR.sub("", r).find(QUOTE) < 45)

@@ -55,3 +55,13 @@ def test_typed_chat(snap_compare, make_app: AppFactory) -> None:  # type: ignore
         await pilot.pause()
 
     assert snap_compare(make_app(text=None), terminal_size=(80, 24), run_before=typed)
+
+
+def test_findings_panel_with_an_expanded_card(snap_compare, make_app: AppFactory) -> None:  # type: ignore[no-untyped-def]
+    async def expanded(pilot: Pilot) -> None:
+        await _replayed(pilot)
+        pilot.app.query_one("#findings").focus()
+        await pilot.press("x")
+        await pilot.pause()
+
+    assert snap_compare(make_app(), terminal_size=(130, 32), run_before=expanded)

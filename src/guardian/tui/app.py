@@ -22,7 +22,9 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Footer, Header
 
 from guardian.events import AssessmentReady, ErrorRaised, Event, FindingRaised, TurnAdded
+from guardian.findings import FindingCard
 from guardian.report import ReportFormat, render
+from guardian.summary import summarize
 from guardian.terminal_text import terminal_safe
 from guardian.tui.chat_input import ChatInput
 from guardian.tui.finding_screen import FindingScreen
@@ -75,6 +77,8 @@ class GuardianApp(App[None]):
         self._typed_at: list[float] = []
         self._typed_turns: dict[int, float] = {}
         self._warned: set[tuple[str | None, str]] = set()
+        self._peak = 0.0
+        self._cards_seen = False
         self.sub_title = terminal_safe(session.source_label, one_line=True)
         self._unsubscribe = session.monitor.subscribe(self._forward)
 
@@ -163,11 +167,14 @@ class GuardianApp(App[None]):
                 self._typed_turns[event.turn.index] = typed
                 self.call_after_refresh(self._turn_on_screen, event.turn.index, typed)
         elif isinstance(event, FindingRaised):
-            self.query_one(FindingsPanel).add_finding(event.finding, event.turn)
             for evidence in event.finding.evidence:
                 transcript.highlight(evidence)
         elif isinstance(event, AssessmentReady):
             transcript.assess(event.assessment, event.risk)
+            card = event.assessment.card
+            if card is not None:
+                self.query_one(FindingsPanel).add_card(card, event.assessment.own_findings())
+            self._summarize(event.assessment.turn, event.risk, card)
             self.query_one(RiskTrend).add(event.risk)
             status = self.query_one(StatusBar)
             status.latency_ms = event.assessment.latency_ms
@@ -183,6 +190,17 @@ class GuardianApp(App[None]):
                 self._warned.add((event.detector, event.kind))
                 self.notify(terminal_safe(f"{what}: {event.message}"), title=event.kind, severity="warning",
                             timeout=6, markup=False)
+
+    def _summarize(self, turn: int, risk: float, card: FindingCard | None) -> None:
+        """The per-speaker summary line in the header, from the panel's cards (`guardian.summary`)."""
+        self._peak = max(self._peak, risk)
+        if card is None and not self._cards_seen:
+            return
+        self._cards_seen = True
+        turns = self.session.monitor.conversation(self.session.conversation_id).turns
+        cards = [e.card for e in self.query_one(FindingsPanel).cards]
+        summary = summarize(self.session.conversation_id, turns, cards, risk=risk, peak_risk=self._peak)
+        self.sub_title = terminal_safe(f"{summary.line()}", one_line=True)
 
     def _turn_on_screen(self, index: int, typed: float) -> None:
         self.latencies.append(LatencySample(index, (time.perf_counter() - typed) * 1000))

@@ -1,60 +1,93 @@
-"""The findings panel: one option per alerted finding, in the order they were raised.
+"""The findings panel: one card per flagged turn, newest first (issue 46).
 
-Each entry shows the tactic, a confidence bar, the quote, the targeted
-vulnerabilities and the detector; Enter or a click opens the finding's details.
+Each card shows the speaker, the one or two tactics worth showing with a confidence bar, the
+quote from that turn and what it targets, as `guardian analyze` prints it (`card_view`); `x`
+expands the highlighted card to every score and the plain words of each label, Enter or a
+click opens the details of its top finding. Findings that flag no turn (a key phrase alone)
+stay in the transcript's highlights and the session log, not here.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import ClassVar
+
 from rich.text import Text
+from textual.binding import Binding, BindingType
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from guardian.findings import Finding
-from guardian.report import finding_title
-from guardian.terminal_text import terminal_safe
+from guardian.card_view import BAR_WIDTH, card_text, confidence_bar
+from guardian.findings import Finding, FindingCard
 from guardian.tui.messages import FindingChosen
 
-BAR_WIDTH = 8
+__all__ = ["BAR_WIDTH", "CardEntry", "FindingsPanel", "confidence_bar", "describe"]
+
+#: Quotes longer than this are cut in the narrow panel (the expanded card shows them whole).
+QUOTE_CHARS = 120
 
 
-def confidence_bar(score: float, *, width: int = BAR_WIDTH) -> str:
-    filled = round(max(0.0, min(1.0, score)) * width)
-    return "█" * filled + "░" * (width - filled)
+@dataclass(frozen=True, slots=True)
+class CardEntry:
+    """A card and the findings of its turn (the details screen opens the top one)."""
+
+    card: FindingCard
+    findings: tuple[Finding, ...]
+
+    @property
+    def top(self) -> Finding | None:
+        shown = self.card.tactics[0] if self.card.tactics else None
+        ranked = sorted(self.findings, key=lambda f: (f.label != shown, -f.score))
+        return ranked[0] if ranked else None
 
 
-def describe(finding: Finding, turn: int) -> Text:
-    """Four short lines, so an entry fits the 80-column layout's narrow panel."""
-    text = Text()
-    text.append(terminal_safe(finding_title(finding), one_line=True), style="bold")
-    text.append(f"\n{confidence_bar(finding.score)} {finding.score:.2f} · turn {turn}\n")
-    quote = finding.evidence[0].quote if finding.evidence else "(no quote)"
-    if len(quote) > 120:
-        quote = quote[:117] + "…"
-    text.append(f"“{terminal_safe(quote)}”\n", style="italic")
-    vulns = ", ".join(v.value for v in finding.vulnerabilities)
-    detector = terminal_safe(finding.detector, one_line=True)
-    text.append(f"→ {vulns} · by {detector}" if vulns else f"by {detector}", style="dim")
-    return text
+def describe(card: FindingCard, *, expanded: bool = False) -> Text:
+    """A card in a few short lines, so it fits the 80-column layout's narrow panel."""
+    return card_text(card, expanded=expanded, quote_chars=QUOTE_CHARS)
 
 
 class FindingsPanel(OptionList):
-    """An OptionList whose options carry the findings they describe."""
+    """An OptionList of cards, newest first; `x` expands or folds the highlighted one."""
+
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("x", "expand", "Expand card")]
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.border_title = "Findings"
-        self.findings: list[tuple[Finding, int]] = []
+        self.border_title = "Flagged turns"
+        self.border_subtitle = "x expands"
+        self.cards: list[CardEntry] = []
+        self.expanded: set[int] = set()
 
-    def add_finding(self, finding: Finding, turn: int) -> None:
-        following = self.highlighted is None or self.highlighted == len(self.findings) - 1
-        self.findings.append((finding, turn))
-        self.add_option(Option(describe(finding, turn), id=f"finding-{len(self.findings) - 1}"))
-        self.border_title = f"Findings ({len(self.findings)})"
-        if following:  # keep the newest in view unless the user is browsing older ones
-            self.highlighted = len(self.findings) - 1
+    def add_card(self, card: FindingCard, findings: tuple[Finding, ...] = ()) -> None:
+        """Show `card` on top; a newer card of the same turn (a resumed session) replaces the old."""
+        following = self.highlighted in (None, 0)
+        self.cards = [CardEntry(card, findings), *(e for e in self.cards if e.card.turn != card.turn)]
+        self._rebuild()
+        self.border_title = f"Flagged turns ({len(self.cards)})"
+        if following:  # keep the newest in view unless the user is reading an older one
+            self.highlighted = 0
+        elif self.highlighted is not None:
+            self.highlighted = min(len(self.cards) - 1, self.highlighted + 1)
+
+    def _rebuild(self) -> None:
+        highlighted = self.highlighted
+        self.clear_options()
+        self.add_options(
+            Option(describe(e.card, expanded=e.card.turn in self.expanded), id=f"card-{e.card.turn}")
+            for e in self.cards
+        )
+        if highlighted is not None and self.cards:
+            self.highlighted = min(highlighted, len(self.cards) - 1)
+
+    def action_expand(self) -> None:
+        if self.highlighted is None or not self.cards:
+            return
+        turn = self.cards[self.highlighted].card.turn
+        self.expanded ^= {turn}
+        self._rebuild()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
-        finding, turn = self.findings[event.option_index]
-        self.post_message(FindingChosen(finding, turn))
+        entry = self.cards[event.option_index]
+        if entry.top is not None:
+            self.post_message(FindingChosen(entry.top, entry.card.turn))

@@ -15,7 +15,8 @@ from textual.widgets import Static
 
 KEYS = (
     ("F1 or ?", "this help"),
-    ("Enter on a finding", "the tactic's definition, why it fired, similar labelled examples"),
+    ("Enter on a card", "the tactic's definition, why it fired, similar labelled examples"),
+    ("x on a card", "expand it to every score and the plain words of each label"),
     ("Tab / Shift+Tab", "move between transcript, findings and the chat box"),
     ("F3, p or space", "pause / resume the replay"),
     ("F2", "switch speaker (typed chat); type `Name: text` to speak as anyone, `/name NEW` to rename"),
