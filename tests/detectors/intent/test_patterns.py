@@ -64,9 +64,10 @@ def test_persistent_pressure_fires_on_a_repeated_request() -> None:
     assert [f.pattern for f in found] == [PERSISTENT_PRESSURE]
     f = found[0]
     assert f.speaker == "Sam"
-    assert [e.turn for e in f.evidence] == [1, 2]
-    assert "afford" in f.evidence[0].quote
-    assert f.evidence[1].quote.startswith("Come on, can you just give one dollar?")
+    # a finding quotes its own turn only; the refusal it answers is named, not quoted
+    assert [e.turn for e in f.evidence] == [2]
+    assert f.evidence[0].quote.startswith("Come on, can you just give one dollar?")
+    assert "refused at turn 1" in f.explanation
     _verbatim(conv, found)
 
 
@@ -79,8 +80,8 @@ def test_criticism_after_refusal_fires() -> None:
     conv, intents = _conv(PRESSURE, "p")
     found = patterns_at(conv, intents, 4)
     assert [f.pattern for f in found] == [CRITICISM_AFTER_REFUSAL]
-    assert found[0].evidence[-1].quote == "Wow, you are really selfish and heartless."
-    assert found[0].evidence[0].turn == 3
+    assert [e.quote for e in found[0].evidence] == ["Wow, you are really selfish and heartless."]
+    assert found[0].evidence[0].turn == 4 and "refused at turn 3" in found[0].explanation
     _verbatim(conv, found)
 
 

@@ -70,9 +70,6 @@ PATTERNS = (PERSISTENT_PRESSURE, CRITICISM_AFTER_REFUSAL, GUILT_APPEAL)
 REFUSALS = (FaceAct.SNEG_PLUS, FaceAct.SPOS_MINUS)
 
 _YOU = re.compile(r"\b(you|your|you're|youre|yourself|u|ur)\b", re.I)
-_REFUSAL_CUE = re.compile(
-    r"\b(no|not|never|can't|cannot|cant|won't|wont|don't|dont|rather not|sorry|afford|maybe later|pass)\b", re.I
-)
 _REQUEST_CUE = re.compile(r"\?|\b(please|would you|could you|can you|will you|how about|why not|just)\b", re.I)
 _CRITICISM_CUE = re.compile(r"\b(you|your)\b", re.I)
 _PUT_DOWN = re.compile(
@@ -176,9 +173,9 @@ def patterns_at(
             score = min(1.0, intent.score * ref_intent.score + 0.1 * (len(refusals) - 1))
             findings.append(Finding(
                 pattern=PERSISTENT_PRESSURE, score=round(score, 4), speaker=t.speaker, detector=detector,
-                evidence=(_quote(ref_turn, _REFUSAL_CUE), _quote(t, _REQUEST_CUE)),
-                explanation=f"{t.speaker} repeats a request after {ref_turn.speaker} refused "
-                f"({len(refusals)} refusal(s) in the last {cfg.horizon} turns).",
+                evidence=(_quote(t, _REQUEST_CUE),),
+                explanation=f"{t.speaker} repeats a request after {ref_turn.speaker} refused at turn "
+                f"{ref_turn.index} ({len(refusals)} refusal(s) in the last {cfg.horizon} turns).",
             ))
 
     put_down = _put_down(t)
@@ -189,20 +186,21 @@ def patterns_at(
             pattern=CRITICISM_AFTER_REFUSAL,
             score=round((intent.score if by_model else PUT_DOWN_SCORE) * ref_intent.score, 4),
             speaker=t.speaker, detector=detector,
-            evidence=(_quote(ref_turn, _REFUSAL_CUE), put_down or _quote(t, _CRITICISM_CUE)),
-            explanation=f"{t.speaker} criticises or doubts {ref_turn.speaker} after they refused.",
+            evidence=(put_down or _quote(t, _CRITICISM_CUE),),
+            explanation=f"{t.speaker} criticises or doubts {ref_turn.speaker} after they refused at turn "
+            f"{ref_turn.index}.",
         ))
 
     guilt = _guilt_sentence(t, intent, bool(refusals), cfg)
     if guilt is not None:
         pressing = _counts(intent, (FaceAct.HPOS_MINUS, FaceAct.HNEG_MINUS), cfg)
-        evidence = (_quote(refusals[0][0], _REFUSAL_CUE), guilt) if refusals else (guilt,)
         findings.append(Finding(
             pattern=GUILT_APPEAL, score=round(0.5 + 0.5 * intent.score if pressing else 0.5, 4),
-            speaker=t.speaker, detector=detector, evidence=evidence,
+            speaker=t.speaker, detector=detector, evidence=(guilt,),
             vulnerabilities=(Vulnerability.OVER_RESPONSIBILITY,),
             explanation=f"{t.speaker} makes the listener responsible for others' suffering, questions "
-            "their spending or makes affection conditional on compliance" + (" after they hesitated." if refusals else "."),
+            "their spending or makes affection conditional on compliance"
+            + (f" after they hesitated at turn {refusals[0][0].index}." if refusals else "."),
         ))
     return findings
 
