@@ -133,7 +133,8 @@ class SessionLog:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             _cut_torn_tail(self.path)
-            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+            # owner-only (0600): a log holds every word of the conversation
+            fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW, 0o600)
         except OSError as exc:
             reason = exc.strerror or type(exc).__name__
             raise InputError(f"cannot write the session log there ({reason})", source=source) from None

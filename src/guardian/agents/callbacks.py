@@ -17,6 +17,7 @@ put their `configurable.thread_id` there; for a plain chain pass
 from __future__ import annotations
 
 import json
+import os
 import threading
 import time
 from collections import deque
@@ -208,7 +209,9 @@ class GuardianCallbackHandler(BaseCallbackHandler):
         with self._lock:
             try:
                 self.log_path.parent.mkdir(parents=True, exist_ok=True)
-                with self.log_path.open("a", encoding="utf-8") as fh:
+                # owner-only (0600), as guardian's session logs: the file holds every word screened
+                fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+                with os.fdopen(fd, "a", encoding="utf-8") as fh:
                     fh.write(line + "\n")
                     fh.flush()
             except OSError as exc:

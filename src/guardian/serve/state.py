@@ -16,6 +16,7 @@ The calls are blocking (sqlite3, redis-py); the service runs them in a worker th
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 import threading
 import time
@@ -136,6 +137,7 @@ class SQLiteStore:
         self.path = path
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
+            _create_private(path)
             self._db = sqlite3.connect(path, timeout=10.0, isolation_level=None, check_same_thread=False)
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute(f"PRAGMA synchronous={'FULL' if durable else 'NORMAL'}")
@@ -229,6 +231,17 @@ class SQLiteStore:
     def close(self) -> None:
         with self._lock:
             self._db.close()
+
+
+def _create_private(path: Path) -> None:
+    """Create the database file owner-only (0600) before SQLite opens it: it holds every word of
+    every conversation, and sqlite3 would create it world-readable under the usual umask. SQLite
+    gives its -wal and -shm files the database's mode. An existing file is left as it is."""
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)
 
 
 # --- Redis --------------------------------------------------------------------------------------
