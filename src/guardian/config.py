@@ -149,6 +149,17 @@ class ServeSettings(_Section):
     max_turn_chars: int = Field(default=20_000, ge=1, description="a longer turn is refused (422)")
     rate_per_s: float = Field(default=50.0, ge=0.0, description="requests per second per token; 0 = no limit")
     rate_burst: int = Field(default=100, ge=1, description="requests a token may make at once above the rate")
+    auth_failure_rate_per_s: float = Field(
+        default=0.2, ge=0.0,
+        description="failed authentications per second per client address on average (then 429); 0 = no limit",
+    )
+    auth_failure_burst: int = Field(default=10, ge=1, description="failed authentications an address may make at once")
+    allowed_hosts: tuple[str, ...] = Field(
+        default=(),
+        description="host names (any port) the service answers to besides localhost, 127.0.0.1, ::1 and `host`; "
+        "checked on every request's Host and a browser's Origin (DNS rebinding); '*' = any name",
+    )
+    max_screen_turns: int = Field(default=400, ge=1, description="POST /v1/screen refuses a longer conversation (413)")
     log_text: bool = Field(default=False, description="log transcript text (off: logs carry no words said)")
     max_live_conversations: int = Field(
         default=10_000, ge=1, description="conversations kept in memory; older ones reload from the store"
@@ -162,6 +173,22 @@ class ServeSettings(_Section):
             if not re.fullmatch(r"sha256:[0-9a-f]{64}", token):
                 raise ValueError("tokens are stored hashed: 'sha256:' and 64 hex digits (guardian serve --new-token)")
         return tokens
+
+    @field_validator("allowed_hosts")
+    @classmethod
+    def _host_names(cls, names: tuple[str, ...]) -> tuple[str, ...]:
+        """Names only: a scheme or a port would never match a Host header, so it is a typo to say so now."""
+        kept = []
+        for name in names:
+            bare = name.strip().lower()
+            if bare.startswith("[") and bare.endswith("]"):
+                bare = bare[1:-1]
+            bare = bare.rstrip(".")
+            if not bare or any(c in bare for c in "/[]@ ") or bare.count(":") == 1 or ("*" in bare and bare != "*"):
+                raise ValueError(f"{name!r}: write a host name or address without scheme or port, e.g. "
+                                 "'chat.example.org' ('*' alone allows any)")
+            kept.append(bare)
+        return tuple(kept)
 
 
 class Settings(BaseSettings):

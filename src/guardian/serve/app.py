@@ -26,8 +26,15 @@ from guardian.monitor import Monitor
 from guardian.serve.auth import RateLimiter, TokenCheck
 from guardian.serve.conversations import Conversations, IdempotencyMismatch
 from guardian.serve.metrics import CONTENT_TYPE_LATEST, ServeMetrics
-from guardian.serve.middleware import BodyLimit, Observed
-from guardian.serve.runtime import Runtime, ServiceError, check_turn
+from guardian.serve.middleware import (
+    Authenticated,
+    BodyLimit,
+    HostNames,
+    Observed,
+    TrustedHosts,
+    loggable,
+)
+from guardian.serve.runtime import Runtime, ServiceError, check_screen, check_turn
 from guardian.serve.schemas import (
     ID_PATTERN,
     AssessmentEvent,
@@ -51,15 +58,18 @@ RuntimeDep = Annotated[Runtime, Depends(runtime_of)]
 
 
 def client_of(request: Request, rt: RuntimeDep, authorization: Annotated[str | None, Header()] = None) -> str:
-    client = rt.admit(authorization)
-    request.state.client = client
+    """The client `Authenticated` admitted before the body was read; a route outside /v1/ admits here."""
+    client: str | None = getattr(request.state, "client", None)
+    if client is None:
+        client = rt.admit(authorization, address=request.client.host if request.client else None)
+        request.state.client = client
     return client
 
 
 Client = Annotated[str, Depends(client_of)]
 ConversationId = Annotated[str, Path(pattern=ID_PATTERN, description="your id for the conversation")]
 _ERRORS: dict[int | str, dict[str, Any]] = {
-    code: {"model": ErrorBody} for code in (401, 404, 409, 413, 422, 429, 503)
+    code: {"model": ErrorBody} for code in (401, 403, 404, 409, 413, 422, 429, 503)
 }
 
 
@@ -103,6 +113,7 @@ def create_app(
         metrics=metrics,
         tokens=TokenCheck(config.tokens),
         limiter=RateLimiter(rate=config.rate_per_s, burst=config.rate_burst),
+        failures=RateLimiter(rate=config.auth_failure_rate_per_s, burst=config.auth_failure_burst),
     )
 
     @contextlib.asynccontextmanager
@@ -133,7 +144,10 @@ def create_app(
     from guardian.serve.audio import add_call_routes
 
     add_call_routes(app)
+    # the last added runs first: log everything, then refuse foreign hosts, then strangers, then large bodies
     app.add_middleware(BodyLimit, max_bytes=config.max_request_bytes)
+    app.add_middleware(Authenticated, runtime=rt)
+    app.add_middleware(TrustedHosts, hosts=HostNames.of(bind_host=config.host, allowed=config.allowed_hosts))
     app.add_middleware(Observed, metrics=metrics)
     return app
 
@@ -188,7 +202,8 @@ def _errors(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def internal(request: Request, exc: Exception) -> JSONResponse:
-        log.error("internal error on %s %s: %s: %s", request.method, request.url.path, type(exc).__name__, exc)
+        log.error("internal error on %s %s: %s: %s", loggable(request.method, limit=20), loggable(request.url.path),
+                  type(exc).__name__, loggable(str(exc), limit=2000))
         return body(500, "internal", "the service failed on this request; it has been logged")
 
 
@@ -269,6 +284,7 @@ def _routes(app: FastAPI) -> None:
         from guardian.analyze import AnalyzeReport, assess_turns
         from guardian.conversation import Conversation, Turn
 
+        check_screen(rt, len(body.turns))
         for turn in body.turns:
             check_turn(rt, turn)
         conversations = rt.require()

@@ -1,4 +1,5 @@
-"""Bearer tokens (kept only as SHA-256 hashes) and a per-token rate limit.
+"""Bearer tokens (kept only as SHA-256 hashes) and the rate limits: per token, and on failed
+authentication per client address.
 
 Tokens are long random strings (`guardian serve --new-token`), so one SHA-256 is the right
 hash: nothing to brute-force, and checking costs microseconds per request. A leaked config
@@ -13,6 +14,7 @@ import hmac
 import secrets
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
@@ -74,28 +76,62 @@ class RateLimiter:
     """A token bucket per client: `rate` requests per second on average, `burst` at once.
 
     Per process: with several workers or instances each allows the rate (state it in docs,
-    divide the rate when that matters). `rate` 0 turns the limit off.
+    divide the rate when that matters). `rate` 0 turns the limit off. At most `max_clients`
+    buckets are kept: keyed by client address (failed authentication), anyone could otherwise
+    grow the table without end; the least recently seen goes first, and a bucket idle that
+    long has refilled anyway, unless one client holds that many addresses at once.
     """
 
-    def __init__(self, *, rate: float, burst: int, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, *, rate: float, burst: int, clock: Callable[[], float] = time.monotonic, max_clients: int = 100_000
+    ) -> None:
         self.rate = rate
         self.burst = burst
+        self.max_clients = max_clients
         self._clock = clock
-        self._buckets: dict[str, _Bucket] = {}
+        self._buckets: OrderedDict[str, _Bucket] = OrderedDict()
         self._lock = threading.Lock()
+
+    @property
+    def clients(self) -> int:
+        """How many buckets are kept now."""
+        return len(self._buckets)
 
     def take(self, client: str) -> float:
         """0.0 when the request may go ahead, else the seconds to wait before the next one."""
         if self.rate <= 0:
             return 0.0
-        now = self._clock()
         with self._lock:
-            bucket = self._buckets.get(client)
-            if bucket is None:
-                bucket = self._buckets[client] = _Bucket(float(self.burst), now)
-            bucket.tokens = min(float(self.burst), bucket.tokens + (now - bucket.stamp) * self.rate)
-            bucket.stamp = now
+            bucket = self._refilled(client, create=True)
+            assert bucket is not None
             if bucket.tokens >= 1.0:
                 bucket.tokens -= 1.0
                 return 0.0
             return (1.0 - bucket.tokens) / self.rate
+
+    def wait(self, client: str) -> float:
+        """The seconds `client` must wait before `take` would let it go ahead, taking nothing.
+
+        A client that is not known waits 0 and leaves no bucket behind: asking is free."""
+        if self.rate <= 0:
+            return 0.0
+        with self._lock:
+            bucket = self._refilled(client, create=False)
+        if bucket is None or bucket.tokens >= 1.0:
+            return 0.0
+        return (1.0 - bucket.tokens) / self.rate
+
+    def _refilled(self, client: str, *, create: bool) -> _Bucket | None:
+        now = self._clock()
+        bucket = self._buckets.get(client)
+        if bucket is None:
+            if not create:
+                return None
+            while len(self._buckets) >= self.max_clients:
+                self._buckets.popitem(last=False)
+            bucket = self._buckets[client] = _Bucket(float(self.burst), now)
+        else:
+            self._buckets.move_to_end(client)
+        bucket.tokens = min(float(self.burst), bucket.tokens + (now - bucket.stamp) * self.rate)
+        bucket.stamp = now
+        return bucket

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ipaddress
 import logging
+import os
 
 from guardian.config import settings
 from guardian.errors import GuardianError, InputError
@@ -48,6 +49,10 @@ def run_server(*, host: str | None, port: int | None, workers: int) -> None:
         ) from None
     finally:
         store.close()
+    # each worker builds the app from the settings (the factory), and the Host check trusts the address
+    # the server is bound to: the command line's --host must reach them too
+    os.environ["GUARDIAN_SERVE__HOST"] = host
+    settings.cache_clear()
     level = settings().log_level
     logging.basicConfig(level=level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("guardian.serve").setLevel(min(logging.INFO, logging.getLevelName(level.upper())))

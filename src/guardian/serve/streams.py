@@ -47,7 +47,8 @@ async def admit_socket(websocket: WebSocket, object_id: str) -> str | None:
     try:
         if not valid_id(object_id):
             raise ServiceError(422, "invalid", "the id must be 1-128 letters, digits or . _ : -")
-        client = rt.admit(websocket.headers.get("authorization"), token=websocket.query_params.get("token"))
+        client = rt.admit(websocket.headers.get("authorization"), token=websocket.query_params.get("token"),
+                          address=websocket.client.host if websocket.client else None)
         rt.require()
     except ServiceError as exc:
         response = JSONResponse({"error": exc.code, "message": exc.message, "detail": None},
