@@ -14,12 +14,19 @@ from typing import ClassVar
 
 import pytest
 
+from guardian.agents._screening import DEFAULT_SAFE_REPLY, blocked_reply
+from guardian.agents.policy import DEFAULT_ERROR_REPLY
 from guardian.conversation import Conversation
 from guardian.corpora.datasets import load_mentalmanip
 from guardian.detectors.base import Detector
 from guardian.findings import Assessment, Finding
 from guardian.grounding import evidence_for, sentences
 from guardian.taxonomy import Technique
+
+#: What the user sees in place of a blocked reply: the safe reply (or, when the screen failed
+#: under on_error="block", the error reply), then the "blocked" next steps (issue 46).
+SAFE_SHOWN = blocked_reply(DEFAULT_SAFE_REPLY)
+ERROR_SHOWN = blocked_reply(DEFAULT_ERROR_REPLY)
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,9 @@ from langchain_core.prompts import ChatPromptTemplate
 from langchain_core.runnables import RunnableLambda
 
 from guardian.agents import GuardianEvent, guard
-from guardian.agents._screening import DEFAULT_INPUT_BLOCK_REPLY, DEFAULT_SAFE_REPLY
+from guardian.agents._screening import DEFAULT_INPUT_BLOCK_REPLY
 from guardian.agents.guard import assessment_of
-from tests.agents.conftest import BrokenDetector, Lines, ScriptedDetector
+from tests.agents.conftest import SAFE_SHOWN, BrokenDetector, Lines, ScriptedDetector
 
 PROMPT = ChatPromptTemplate.from_messages([("system", "You are a helpful assistant."), ("human", "{question}")])
 
@@ -30,7 +30,7 @@ def config(thread: str) -> Any:
 
 def test_block_replaces_string_reply(lines: Lines, scripted: ScriptedDetector) -> None:
     chain = guard(PROMPT | fake(lines.belittling.text) | StrOutputParser(), detectors=[scripted], policy="block")
-    assert chain.invoke({"question": lines.benign.text}) == DEFAULT_SAFE_REPLY
+    assert chain.invoke({"question": lines.benign.text}) == SAFE_SHOWN
 
 
 def test_observe_annotates_message_reply(lines: Lines, scripted: ScriptedDetector) -> None:
@@ -89,7 +89,7 @@ async def test_ainvoke_and_concurrent_threads(lines: Lines, scripted: ScriptedDe
     replies = [lines.belittling.text if i % 2 else "Glad to help." for i in range(40)]
     chain = guard(PROMPT | fake(*replies) | StrOutputParser(), detectors=[scripted], policy="block")
     outs = await asyncio.gather(*(chain.ainvoke({"question": f"hi from {i}"}, config(f"c{i}")) for i in range(40)))
-    assert sorted(outs).count(DEFAULT_SAFE_REPLY) == 20
+    assert sorted(outs).count(SAFE_SHOWN) == 20
     for i in range(40):
         users = [t.text for t in chain.history(f"c{i}") if t.speaker == "User"]
         assert users == [f"hi from {i}"]
@@ -109,7 +109,7 @@ def test_stream_yields_only_the_screened_reply(lines: Lines, scripted: ScriptedD
     scripted.flagged[lines.belittling.text.split(". ")[0] + "."] = lines.belittling.technique
     chain = guard(PROMPT | fake(lines.belittling.text) | StrOutputParser(), detectors=[scripted], policy="block")
     chunks = list(chain.stream({"question": lines.benign.text}))
-    assert chunks == [DEFAULT_SAFE_REPLY]  # no token of the manipulative reply leaks out
+    assert chunks == [SAFE_SHOWN]  # no token of the manipulative reply leaks out
 
 
 def test_calls_without_a_thread_id_are_separate_conversations(lines: Lines, scripted: ScriptedDetector) -> None:

@@ -16,13 +16,12 @@ from prometheus_client import CollectorRegistry
 
 from guardian.agents import guard
 from guardian.agents.policy import (
-    DEFAULT_ERROR_REPLY,
     DEFAULT_INPUT_ERROR_REPLY,
     GuardianScreenError,
     GuardianViolation,
 )
 from guardian.telemetry import Telemetry
-from tests.agents.conftest import BrokenDetector, Lines, ScriptedDetector
+from tests.agents.conftest import ERROR_SHOWN, BrokenDetector, Lines, ScriptedDetector
 
 PROMPT = ChatPromptTemplate.from_messages([("system", "You are a helpful assistant."), ("human", "{question}")])
 
@@ -33,7 +32,7 @@ def fake(*replies: str) -> GenericFakeChatModel:
 
 def test_on_error_block(lines: Lines) -> None:
     chain = guard(PROMPT | fake(lines.benign_reply.text) | StrOutputParser(), detectors=[BrokenDetector()], on_error="block", directions=["output"])
-    assert chain.invoke({"question": lines.benign.text}) == DEFAULT_ERROR_REPLY
+    assert chain.invoke({"question": lines.benign.text}) == ERROR_SHOWN
     refusing = guard(PROMPT | fake() | StrOutputParser(), detectors=[BrokenDetector()], on_error="block")
     assert refusing.invoke({"question": lines.benign.text}) == DEFAULT_INPUT_ERROR_REPLY
 

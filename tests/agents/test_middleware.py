@@ -17,11 +17,11 @@ from langchain_core.messages import AIMessage, BaseMessage, HumanMessage
 from langgraph.checkpoint.memory import InMemorySaver
 
 from guardian.agents import GuardianEvent, GuardianMiddleware
-from guardian.agents._screening import DEFAULT_INPUT_BLOCK_REPLY, DEFAULT_SAFE_REPLY, assessment_of
+from guardian.agents._screening import DEFAULT_INPUT_BLOCK_REPLY, assessment_of
 from guardian.agents.middleware import assessments
 from guardian.detectors import registry
 from guardian.taxonomy import Technique
-from tests.agents.conftest import BrokenDetector, Lines, ScriptedDetector
+from tests.agents.conftest import SAFE_SHOWN, BrokenDetector, Lines, ScriptedDetector
 
 
 def fake(*replies: str) -> GenericFakeChatModel:
@@ -46,7 +46,7 @@ def test_block_replaces_manipulative_reply_and_ends(lines: Lines, scripted: Scri
     result = run(agent, lines.benign.text)
     reply = result["messages"][-1]
     assert isinstance(reply, AIMessage)
-    assert reply.content == DEFAULT_SAFE_REPLY
+    assert reply.content == SAFE_SHOWN
     assert lines.belittling.text not in [m.content for m in result["messages"]]
     (record,) = assessments(result, direction="output")
     assert record["action"] == "blocked"
@@ -189,7 +189,7 @@ async def test_ainvoke_blocks(lines: Lines, scripted: ScriptedDetector) -> None:
         checkpointer=InMemorySaver(),
     )
     result = await agent.ainvoke({"messages": [HumanMessage(lines.benign.text)]}, {"configurable": {"thread_id": "async"}})
-    assert result["messages"][-1].content == DEFAULT_SAFE_REPLY
+    assert result["messages"][-1].content == SAFE_SHOWN
     assert [r["action"] for r in assessments(result)] == ["observed", "blocked"]
     assert all(r["thread_id"] == "async" for r in assessments(result))
 
@@ -208,7 +208,7 @@ def _check_no_crosstalk(results: dict[str, dict[str, Any]], scripted: ScriptedDe
         records = assessments(result)
         assert {r["thread_id"] for r in records} == {thread}
         assert all(r["assessment"]["conversation_id"] == thread for r in records)
-        assert texts[1] == DEFAULT_SAFE_REPLY or texts[1] not in manipulative
+        assert texts[1] == SAFE_SHOWN or texts[1] not in manipulative
     for window in scripted.windows:
         users = [t.text for t in window.turns if t.speaker == "User"]
         assert users == [f"Hello from thread {window.id}"], "a window mixed two threads"
@@ -232,7 +232,7 @@ def test_100_concurrent_threads_sync(lines: Lines, scripted: ScriptedDetector, p
         assert assessment_of(result["messages"][0]) is not None
     if policy == "block":
         _check_no_crosstalk(results, scripted, lines)
-        assert sum(r["messages"][-1].content == DEFAULT_SAFE_REPLY for r in outputs) == 50
+        assert sum(r["messages"][-1].content == SAFE_SHOWN for r in outputs) == 50
 
 
 async def test_100_concurrent_threads_async(lines: Lines, scripted: ScriptedDetector) -> None:
@@ -267,7 +267,7 @@ def test_unknown_detector_is_reported_others_still_run(lines: Lines, scripted: S
         middleware=[GuardianMiddleware(detectors=["no-such-detector", scripted], policy="block")],
     )
     result = run(agent, lines.benign.text)
-    assert result["messages"][-1].content == DEFAULT_SAFE_REPLY
+    assert result["messages"][-1].content == SAFE_SHOWN
     errors = assessments(result)[-1]["assessment"]["errors"]
     assert [(e["detector"], e["kind"]) for e in errors] == [("no-such-detector", "unavailable")]
 
@@ -288,7 +288,7 @@ async def test_hanging_detector_times_out_async(lines: Lines, scripted: Scripted
 
     agent = create_agent(fake(lines.belittling.text), middleware=[GuardianMiddleware(detectors=[Hanging(), scripted], policy="block", timeout_s=0.05)])
     result = await agent.ainvoke({"messages": [HumanMessage(lines.benign.text)]})
-    assert result["messages"][-1].content == DEFAULT_SAFE_REPLY
+    assert result["messages"][-1].content == SAFE_SHOWN
     kinds = {e["kind"] for r in assessments(result) for e in r["assessment"]["errors"]}
     assert kinds == {"timeout"}
 
@@ -316,7 +316,7 @@ def test_hanging_detector_times_out_sync(lines: Lines, scripted: ScriptedDetecto
         result = run(agent, lines.benign.text)
     finally:
         release.set()
-    assert result["messages"][-1].content == DEFAULT_SAFE_REPLY  # the detector that answered still counts
+    assert result["messages"][-1].content == SAFE_SHOWN  # the detector that answered still counts
     errors = [(e["detector"], e["kind"]) for r in assessments(result) for e in r["assessment"]["errors"]]
     assert errors == [("stuck-test", "timeout"), ("stuck-test", "timeout")]
 
@@ -326,14 +326,14 @@ def test_failing_callback_does_not_break_agent(lines: Lines, scripted: ScriptedD
         raise RuntimeError("alerting backend down")
 
     agent = create_agent(fake(lines.belittling.text), middleware=[GuardianMiddleware(detectors=[scripted], policy="block", on_finding=explode)])
-    assert run(agent, lines.benign.text)["messages"][-1].content == DEFAULT_SAFE_REPLY
+    assert run(agent, lines.benign.text)["messages"][-1].content == SAFE_SHOWN
 
 
 def test_registered_detector_by_name(lines: Lines, scripted: ScriptedDetector) -> None:
     registry.register("scripted-test", lambda: scripted)
     try:
         agent = create_agent(fake(lines.belittling.text), middleware=[GuardianMiddleware(detectors=["scripted-test"], policy="block")])
-        assert run(agent, lines.benign.text)["messages"][-1].content == DEFAULT_SAFE_REPLY
+        assert run(agent, lines.benign.text)["messages"][-1].content == SAFE_SHOWN
     finally:
         registry.unregister("scripted-test")
 
@@ -354,7 +354,7 @@ def test_block_rewrite_rejected_when_still_manipulative(lines: Lines, scripted: 
     rewriter = fake(lines.denial.text)  # the "rewrite" is itself a labelled manipulative line
     agent = create_agent(fake(lines.belittling.text), middleware=[GuardianMiddleware(detectors=[scripted], policy="block", rewrite_with=rewriter)])
     result = run(agent, lines.benign.text)
-    assert result["messages"][-1].content == DEFAULT_SAFE_REPLY
+    assert result["messages"][-1].content == SAFE_SHOWN
     assert assessments(result, direction="output")[0]["action"] == "blocked"
 
 
@@ -420,7 +420,7 @@ async def test_async_hooks_directly(lines: Lines, scripted: ScriptedDetector) ->
     mw = GuardianMiddleware(detectors=[scripted], policy="block")
     update = await mw.aafter_model({"messages": [HumanMessage("hi"), AIMessage(lines.belittling.text, id="r")]}, None)  # type: ignore[arg-type]
     assert update is not None and update["jump_to"] == "end"
-    assert update["messages"][0].content == DEFAULT_SAFE_REPLY and update["messages"][0].id == "r"
+    assert update["messages"][0].content == SAFE_SHOWN and update["messages"][0].id == "r"
     update = await mw.abefore_model({"messages": [HumanMessage(lines.benign.text, id="h")]}, None)  # type: ignore[arg-type]
     assert update is not None and "jump_to" not in update
 
@@ -465,7 +465,7 @@ def test_real_detector_blocks_a_labelled_manipulative_reply() -> None:
     )
     run(agent, "Amy, I noticed you went through my messages. Why?", thread="amy")
     result = run(agent, "That doesn't make it right or justify it.", thread="amy")
-    assert result["messages"][-1].content == DEFAULT_SAFE_REPLY
+    assert result["messages"][-1].content == SAFE_SHOWN
     record = assessments(result, direction="output")[-1]
     assert record["action"] == "blocked" and record["assessment"]["detectors"] == [name]
     assert record["assessment"]["errors"] == []
@@ -493,6 +493,6 @@ def test_real_detector_blocks_plainly_manipulative_replies_not_benign_ones() -> 
         question, reply = (t["text"] for t in row["turns"])
         agent = create_agent(fake(reply), middleware=[middleware])
         result = run(agent, question, thread=row["id"])
-        blocked[row["label"]] += result["messages"][-1].content == DEFAULT_SAFE_REPLY
+        blocked[row["label"]] += result["messages"][-1].content == SAFE_SHOWN
     assert blocked["manipulative"] >= 8, blocked
     assert blocked["benign"] <= 1, blocked

@@ -16,11 +16,11 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 from guardian.agents import GuardianMiddleware
-from guardian.agents._screening import DEFAULT_INPUT_BLOCK_REPLY, DEFAULT_SAFE_REPLY, assessment_of
+from guardian.agents._screening import DEFAULT_INPUT_BLOCK_REPLY, assessment_of
 from guardian.agents.middleware import GuardianScreenError, GuardianViolation, assessments
-from guardian.agents.policy import DEFAULT_ERROR_REPLY, DEFAULT_INPUT_ERROR_REPLY
+from guardian.agents.policy import DEFAULT_INPUT_ERROR_REPLY
 from guardian.taxonomy import Technique
-from tests.agents.conftest import BrokenDetector, Lines, ScriptedDetector
+from tests.agents.conftest import ERROR_SHOWN, SAFE_SHOWN, BrokenDetector, Lines, ScriptedDetector
 
 
 def fake(*replies: str) -> GenericFakeChatModel:
@@ -51,7 +51,7 @@ def test_on_error_block_blocks_the_reply(lines: Lines) -> None:
     )
     result = run(agent, lines.benign.text)
     reply = result["messages"][-1]
-    assert reply.content == DEFAULT_ERROR_REPLY
+    assert reply.content == ERROR_SHOWN
     (record,) = assessments(result)
     assert (record["decision"], record["action"], record["flagged"]) == ("failed", "blocked", False)
     assert record["original_text"] == lines.benign_reply.text  # kept on the message, never silently dropped
@@ -85,14 +85,14 @@ def test_on_error_block_counts_a_timeout(lines: Lines, scripted: ScriptedDetecto
         result = run(create_agent(fake(lines.benign_reply.text), middleware=[mw]), lines.benign.text)
     finally:
         release.set()
-    assert result["messages"][-1].content == DEFAULT_ERROR_REPLY
+    assert result["messages"][-1].content == ERROR_SHOWN
     assert assessments(result)[0]["errors"] == ["stuck-test (timeout)"]
 
 
 def test_a_flag_wins_over_another_detectors_failure(lines: Lines, scripted: ScriptedDetector) -> None:
     mw = GuardianMiddleware(detectors=[BrokenDetector(), scripted], policy="block", on_error="pass", apply_to_input=False)
     result = run(create_agent(fake(lines.belittling.text), middleware=[mw]), lines.benign.text)
-    assert result["messages"][-1].content == DEFAULT_SAFE_REPLY
+    assert result["messages"][-1].content == SAFE_SHOWN
     assert assessments(result)[0]["decision"] == "flagged"
 
 
@@ -193,7 +193,7 @@ def test_review_reject(lines: Lines, scripted: ScriptedDetector) -> None:
     _paused(agent, lines, "r-reject")
     decision = {"type": "reject", "message": "belittles the user"}
     result = agent.invoke(Command(resume={"decisions": [decision]}), {"configurable": {"thread_id": "r-reject"}})
-    assert result["messages"][-1].content == DEFAULT_SAFE_REPLY
+    assert result["messages"][-1].content == SAFE_SHOWN
     assert lines.belittling.text not in [m.content for m in result["messages"]]
     record = assessments(result, direction="output")[0]
     assert record["action"] == "rejected" and record["review_reason"] == "belittles the user"
@@ -226,7 +226,7 @@ async def test_review_async(lines: Lines, scripted: ScriptedDetector) -> None:
     result = await agent.ainvoke({"messages": [HumanMessage(lines.benign.text)]}, config)
     assert result["__interrupt__"][0].value["action_requests"][0]["args"]["text"] == lines.denial.text
     result = await agent.ainvoke(Command(resume={"decisions": [{"type": "reject"}]}), config)
-    assert result["messages"][-1].content == DEFAULT_SAFE_REPLY
+    assert result["messages"][-1].content == SAFE_SHOWN
 
 
 # --- directions, LangChain's names and the old alias ------------------------------------------

@@ -27,12 +27,10 @@ from langgraph.checkpoint.memory import InMemorySaver
 from guardian.agents import GuardianMiddleware, guard
 from guardian.agents._engine import Verdict
 from guardian.agents._holdback import ReplyGate, closing_piece
-from guardian.agents._screening import DEFAULT_SAFE_REPLY
 from guardian.agents.middleware import assessments
-from guardian.agents.policy import DEFAULT_ERROR_REPLY
 from guardian.detectors import registry
 from guardian.findings import Assessment
-from tests.agents.conftest import BrokenDetector, Lines, ScriptedDetector
+from tests.agents.conftest import ERROR_SHOWN, SAFE_SHOWN, BrokenDetector, Lines, ScriptedDetector
 
 PROMPT = ChatPromptTemplate.from_messages([("system", "You are a helpful assistant."), ("human", "{question}")])
 _ROWS = Path(__file__).resolve().parents[2] / "lab" / "data" / "chatbot_replies.jsonl"
@@ -57,7 +55,7 @@ def row(row_id: str) -> tuple[str, str]:
 
 def own_words(reply: str) -> set[str]:
     """The reply's words a client must not see: those of 5+ letters the safe reply does not use."""
-    safe = {w.lower() for w in re.findall(r"[A-Za-z']+", DEFAULT_SAFE_REPLY)}
+    safe = {w.lower() for w in re.findall(r"[A-Za-z']+", SAFE_SHOWN)}
     return {w.lower() for w in re.findall(r"[A-Za-z']{5,}", reply)} - safe
 
 
@@ -114,9 +112,9 @@ def test_streamed_manipulative_reply_never_shows_its_words(chatbot_detectors: li
     chunks = stream_messages(agent, question, "s-manip", raw=raw)
     assert chunks, "the client received nothing"
     assert leaked(raw, own_words(reply)) == []  # not in the text, nor in metadata
-    assert "".join(chunks).strip() == DEFAULT_SAFE_REPLY
+    assert "".join(chunks).strip() == SAFE_SHOWN
     state = agent.get_state(config("s-manip")).values
-    assert state["messages"][-1].content == DEFAULT_SAFE_REPLY  # what was stored is what was streamed
+    assert state["messages"][-1].content == SAFE_SHOWN  # what was stored is what was streamed
     (record,) = assessments(state, direction="output")
     assert record["action"] == "blocked" and record["original_text"] == reply
 
@@ -146,7 +144,7 @@ def test_guard_stream_and_astream_screen_the_reply_as_it_grows(chatbot_detectors
             assert all(isinstance(c, str) for c in got)
             if expect_blocked:
                 assert leaked(got, own_words(reply)) == []
-                assert "".join(got) == DEFAULT_SAFE_REPLY
+                assert "".join(got) == SAFE_SHOWN
             else:
                 assert len([c for c in got if c]) > 1
                 assert "".join(got) == reply
@@ -176,7 +174,7 @@ def test_astream_messages_hides_a_flagged_reply(lines: Lines, prefix_aware: Scri
     )
     blocked = asyncio.run(astream_messages(agent, lines.benign.text, "a1"))
     assert leaked(blocked, own_words(lines.belittling.text)) == []
-    assert "".join(blocked).strip() == DEFAULT_SAFE_REPLY
+    assert "".join(blocked).strip() == SAFE_SHOWN
     clean = [c for c in asyncio.run(astream_messages(agent, lines.benign.text, "a1")) if c]
     assert len(clean) > 1 and "".join(clean) == lines.benign_reply.text
 
@@ -187,7 +185,7 @@ def test_updates_and_values_carry_only_the_screened_reply(lines: Lines, scripted
     agent = create_agent(fake(lines.belittling.text), middleware=[GuardianMiddleware(detectors=[scripted], policy="block")])
     items = list(agent.stream({"messages": [HumanMessage(lines.benign.text)]}, stream_mode=mode))
     said = [m.text for item in items for m in _messages_in(item)]
-    assert DEFAULT_SAFE_REPLY in said
+    assert SAFE_SHOWN in said
     assert leaked(said, own_words(lines.belittling.text)) == []
 
 
@@ -210,8 +208,8 @@ def test_astream_events_carries_only_the_screened_reply(lines: Lines, prefix_awa
     seen = [e for e in asyncio.run(events()) if e["event"].startswith("on_chat_model")]
     tokens = [text_of(e["data"]["chunk"]) for e in seen if e["event"] == "on_chat_model_stream"]
     ends = [text_of(e["data"]["output"]) for e in seen if e["event"] == "on_chat_model_end"]
-    assert "".join(tokens).strip() == DEFAULT_SAFE_REPLY
-    assert ends == [DEFAULT_SAFE_REPLY]
+    assert "".join(tokens).strip() == SAFE_SHOWN
+    assert ends == [SAFE_SHOWN]
     said = [wire(e["data"].get("chunk") or e["data"].get("output")) for e in seen if e["event"] != "on_chat_model_start"]
     assert leaked(said, own_words(lines.belittling.text)) == []
 
@@ -235,10 +233,10 @@ def test_a_reply_flagged_only_as_a_whole_shows_its_clean_start_then_the_safe_rep
     )
     chunks = stream_messages(agent, lines.benign.text, "whole")
     first = first_sentence(lines.belittling.text)
-    assert "".join(chunks) == f"{first} \n\n{DEFAULT_SAFE_REPLY}"
+    assert "".join(chunks) == f"{first} \n\n{SAFE_SHOWN}"
     rest = lines.belittling.text[len(first) :]
     assert leaked(chunks, own_words(rest) - own_words(first)) == []
-    assert agent.get_state(config("whole")).values["messages"][-1].content == DEFAULT_SAFE_REPLY
+    assert agent.get_state(config("whole")).values["messages"][-1].content == SAFE_SHOWN
 
 
 def test_failing_screen_under_on_error_block_shows_nothing_of_the_reply(lines: Lines) -> None:
@@ -247,14 +245,14 @@ def test_failing_screen_under_on_error_block_shows_nothing_of_the_reply(lines: L
         middleware=[GuardianMiddleware(detectors=[BrokenDetector()], policy="block", on_error="block", apply_to_input=False)],
     )
     chunks = stream_messages(agent, lines.benign.text, "broken")
-    assert leaked(chunks, own_words(lines.benign_reply.text) - own_words(DEFAULT_ERROR_REPLY)) == []
-    assert "".join(chunks).strip() == DEFAULT_ERROR_REPLY
+    assert leaked(chunks, own_words(lines.benign_reply.text) - own_words(ERROR_SHOWN)) == []
+    assert "".join(chunks).strip() == ERROR_SHOWN
 
 
 def test_invoke_is_unchanged_and_screens_once(lines: Lines, scripted: ScriptedDetector) -> None:
     agent = create_agent(fake(lines.belittling.text), middleware=[GuardianMiddleware(detectors=[scripted], policy="block")])
     result = agent.invoke({"messages": [HumanMessage(lines.benign.text)]})
-    assert result["messages"][-1].content == DEFAULT_SAFE_REPLY
+    assert result["messages"][-1].content == SAFE_SHOWN
     assert [r["action"] for r in assessments(result)] == ["observed", "blocked"]
     assert len(scripted.windows) == 2  # the user turn and the reply, each screened once
 
@@ -347,8 +345,8 @@ def test_guard_stream_applies_on_error_and_raise(lines: Lines, prefix_aware: Scr
     broken = guard(PROMPT | fake(lines.benign_reply.text) | StrOutputParser(), detectors=[BrokenDetector()],
                    policy="block", on_error="block", directions=["output"])
     chunks = list(broken.stream({"question": lines.benign.text}))
-    assert "".join(chunks) == DEFAULT_ERROR_REPLY
-    assert leaked(chunks, own_words(lines.benign_reply.text) - own_words(DEFAULT_ERROR_REPLY)) == []
+    assert "".join(chunks) == ERROR_SHOWN
+    assert leaked(chunks, own_words(lines.benign_reply.text) - own_words(ERROR_SHOWN)) == []
     raising = guard(PROMPT | fake(lines.belittling.text) | StrOutputParser(), detectors=[prefix_aware], policy="raise")
     got: list[str] = []
 
@@ -392,14 +390,14 @@ def test_a_rewrite_reaches_the_stream_once_and_only_after_its_screen(lines: Line
 @pytest.mark.filterwarnings("ignore:The v3 streaming protocol")
 def test_stream_events_v3_messages_carry_only_the_screened_reply(lines: Lines, prefix_aware: ScriptedDetector) -> None:
     """`stream_events(version="v3")` (content-block events, langgraph's experimental protocol) goes through the same gate."""
-    for reply, expected in ((lines.belittling.text, DEFAULT_SAFE_REPLY), (lines.benign_reply.text, lines.benign_reply.text)):
+    for reply, expected in ((lines.belittling.text, SAFE_SHOWN), (lines.benign_reply.text, lines.benign_reply.text)):
         agent = create_agent(fake(reply), middleware=[GuardianMiddleware(detectors=[prefix_aware], policy="block")])
         run = agent.stream_events({"messages": [HumanMessage(lines.benign.text)]}, version="v3")
         events = [e["params"]["data"][0] for e in run if e["method"] == "messages"]
         deltas = [e["delta"]["text"] for e in events if e.get("event") == "content-block-delta"]
         finished = [e["content"]["text"] for e in events if e.get("event") == "content-block-finish"]
         assert "".join(deltas) == expected and finished == [expected]
-        if expected == DEFAULT_SAFE_REPLY:
+        if expected == SAFE_SHOWN:
             assert leaked([repr(e) for e in events], own_words(reply)) == []
         else:
             assert len(deltas) > 1

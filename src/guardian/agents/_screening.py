@@ -21,6 +21,7 @@ from guardian.agents.types import Policy as Policy  # re-exported for the integr
 from guardian.conversation import Conversation
 from guardian.detectors.base import Detector
 from guardian.findings import Assessment
+from guardian.plain_words import plain_words
 from guardian.runner import Runner
 
 log = logging.getLogger("guardian.agents")
@@ -42,6 +43,21 @@ DEFAULT_INPUT_BLOCK_REPLY = (
     "I can't continue with this request: the message was flagged as an attempt at "
     "manipulation. Please rephrase what you need plainly."
 )
+
+
+def blocked_reply(reply: str, *, next_steps: bool = True) -> str:
+    """What the user sees in place of a blocked reply: `reply` (the safe or error reply), then
+    the "blocked" next steps of `resources/plain_words.toml`, one per line (issue 46).
+
+    Why: the replacement alone left the user guessing what happened to their answer and what
+    to do now; the steps say the reply was held back and how to go on. They are package data,
+    edited with the other plain words, not a string in each integration. `next_steps=False`
+    (an application that explains blocks its own way) gives `reply` unchanged.
+    """
+    steps = plain_words().next_steps("blocked") if next_steps else ()
+    if not steps:
+        return reply
+    return "\n".join([f"{reply.rstrip()}\n", *(f"- {step}" for step in steps)])
 
 
 @dataclass(frozen=True, slots=True)

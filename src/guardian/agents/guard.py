@@ -30,6 +30,7 @@ from guardian.agents._screening import (
     Speakers,
     annotate,
     append_notice,
+    blocked_reply,
     message_text,
     payload,
     to_turns,
@@ -104,6 +105,7 @@ class GuardedRunnable(Runnable[Any, Any]):
         on_error: OnError = "pass",
         error_reply: str = DEFAULT_ERROR_REPLY,
         input_error_reply: str = DEFAULT_INPUT_ERROR_REPLY,
+        next_steps: bool = True,
         telemetry: Telemetry | None = None,
     ) -> None:
         self.runnable = runnable
@@ -115,6 +117,7 @@ class GuardedRunnable(Runnable[Any, Any]):
         self.on_error: OnError = on_error
         self.error_reply = error_reply
         self.input_error_reply = input_error_reply
+        self.next_steps = next_steps
         self.telemetry = telemetry if telemetry is not None else Telemetry()
 
     @property
@@ -179,6 +182,7 @@ class GuardedRunnable(Runnable[Any, Any]):
         data = payload(verdict.assessment, direction="output", flagged=verdict.flagged, action=screened.action, notice=verdict.notice)
         if screened.action == "blocked":
             reply = self.error_reply if failed_screen(verdict.assessment, flagged=verdict.flagged) else self.safe_reply
+            reply = blocked_reply(reply, next_steps=self.next_steps)
             return reply if isinstance(output, str) else annotate(AIMessage(content=reply, id=output.id), data)
         if screened.action == "warned" and verdict.notice:
             if isinstance(output, str):
@@ -280,6 +284,7 @@ def guard(
     input_block_reply: str = DEFAULT_INPUT_BLOCK_REPLY,
     error_reply: str = DEFAULT_ERROR_REPLY,
     input_error_reply: str = DEFAULT_INPUT_ERROR_REPLY,
+    next_steps: bool = True,
     speakers: tuple[str, str] = ("User", "Assistant"),
     timeout_s: float | None = 5.0,
     max_threads: int = 10_000,
@@ -291,7 +296,8 @@ def guard(
     outputs cannot carry metadata, so use `on_finding` to see assessments there.
     Under "block" a flagged user turn is answered without running `runnable` (a
     string when the runnable's OutputType is str, else an AIMessage), and a flagged
-    reply is replaced by `safe_reply`. Under "raise" a flagged turn raises
+    reply is replaced by `safe_reply` followed by guardian's "blocked" next steps
+    (`next_steps=False`: the reply alone). Under "raise" a flagged turn raises
     `GuardianViolation`; `on_error` ("pass", fail-open by default; "block"; "raise")
     decides a screen that failed. Options mean what they mean for `GuardianMiddleware`;
     "review" needs a LangGraph graph to pause, so it is the middleware's only.
@@ -320,6 +326,7 @@ def guard(
         on_error=on_error,
         error_reply=error_reply,
         input_error_reply=input_error_reply,
+        next_steps=next_steps,
         telemetry=telemetry,
     )
 

@@ -67,6 +67,7 @@ from guardian.agents._screening import (
     Direction,
     MessageTurn,
     Speakers,
+    blocked_reply,
     latest_index,
     message_text,
     to_turns,
@@ -148,6 +149,7 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
         input_block_reply: str = DEFAULT_INPUT_BLOCK_REPLY,
         error_reply: str = DEFAULT_ERROR_REPLY,
         input_error_reply: str = DEFAULT_INPUT_ERROR_REPLY,
+        next_steps: bool = True,
         rewrite_with: BaseChatModel | None = None,
         speakers: tuple[str, str] = ("User", "Assistant"),
         timeout_s: float | None = 5.0,
@@ -190,6 +192,10 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
             input_block_reply: the answer to a blocked user message.
             error_reply / input_error_reply: what `on_error="block"` says instead of a reply
                 or an answer that could not be checked.
+            next_steps: follow a replaced reply (`safe_reply`, a reviewer's rejection, or
+                `error_reply`) with guardian's "blocked" next steps, so the user learns the
+                reply was held back and how to go on (`_screening.blocked_reply`); off, the
+                reply alone.
             rewrite_with: under "block", ask this model once to rewrite a flagged reply;
                 the rewrite is screened again and used only if it passes.
             speakers: (user, assistant) names the detectors see and quote.
@@ -226,6 +232,7 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
         self.input_block_reply = input_block_reply
         self.error_reply = error_reply
         self.input_error_reply = input_error_reply
+        self.next_steps = next_steps
         self.rewrite_with = rewrite_with
         self.reviews = Reviews()
         self._name = name
@@ -475,8 +482,12 @@ class GuardianMiddleware(AgentMiddleware[GuardianState, Any, Any]):
         return update
 
     def _replies(self) -> Replies:
-        return Replies(safe_reply=self.safe_reply, input_block_reply=self.input_block_reply,
-                       error_reply=self.error_reply, input_error_reply=self.input_error_reply)
+        """The texts that replace a stopped turn; a replaced reply carries the next steps
+        (`next_steps`), a refused user turn does not (the model's reply was not what was held)."""
+        return Replies(safe_reply=blocked_reply(self.safe_reply, next_steps=self.next_steps),
+                       input_block_reply=self.input_block_reply,
+                       error_reply=blocked_reply(self.error_reply, next_steps=self.next_steps),
+                       input_error_reply=self.input_error_reply)
 
 
 __all__ = ["GuardianMiddleware", "GuardianScreenError", "GuardianState", "GuardianViolation", "assessments", "thread_id_of"]
