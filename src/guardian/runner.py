@@ -4,8 +4,14 @@
 question - "what do these detectors say about the latest turn of this window?" -
 and all need the same answers to the awkward parts, so they are decided here once:
 
-- a window the models cannot read (not English: `guardian.language`) is not given to
-  the detectors; its assessment says why (`not_assessed`) and carries no verdict;
+- detectors read each turn normalised (`guardian.normalise`: NFKC, invisible characters
+  removed, look-alike letters and leetspeak folded), so "Υоu'rе оvеrrеасting" or
+  "y0u'r3 0v3rr34ct1ng" is read as what it says; every quote they return is mapped back
+  onto the turn as written, so evidence stays verbatim on the user's own text. A window
+  with nothing to normalise is passed on as the very same object;
+- a window the models cannot read (not English: `guardian.language`, judged on the
+  normalised text the detectors would read) is not given to the detectors; its
+  assessment says why (`not_assessed`) and carries no verdict;
 - each detector answers under its own time limit (`timeout_s`); a detector that
   raises, hangs or could not be created becomes a `DetectorError` in the assessment,
   never an exception, and the other detectors' verdicts stand;
@@ -38,10 +44,11 @@ from functools import partial
 from typing import TypeVar
 
 from guardian.cards import card_for, split_by_turn
-from guardian.conversation import Conversation
+from guardian.conversation import Conversation, Evidence
 from guardian.detectors.base import Detector
 from guardian.findings import Assessment, DetectorError, Finding
 from guardian.language import not_assessed_reason
+from guardian.normalise import Normalised, normalise
 
 _T = TypeVar("_T")
 
@@ -80,6 +87,64 @@ def grounded(finding: Finding, window: Conversation) -> bool:
         if text[evidence.start : evidence.end] != evidence.quote:
             return False
     return True
+
+
+@dataclass(frozen=True, slots=True)
+class DetectorView:
+    """What the detectors read of one window, and how to map their quotes back.
+
+    `maps` holds only the turns whose text normalisation changed (by conversation index);
+    with none, `window` is the caller's own window object.
+    """
+
+    window: Conversation
+    maps: dict[int, Normalised]
+
+    def restore(self, outcome: Outcome) -> Outcome:
+        """`outcome` with every quote moved from the normalised text back onto the original."""
+        if not self.maps or isinstance(outcome, DetectorError):
+            return outcome
+        findings = tuple(self._finding(f) for f in outcome.findings)
+        history = tuple(self._finding(f) for f in outcome.history)
+        card = outcome.card
+        if card is not None and card.quote is not None:
+            card = card.model_copy(update={"quote": self._evidence(card.quote)})
+        return outcome.model_copy(update={"findings": findings, "history": history, "card": card})
+
+    def _finding(self, finding: Finding) -> Finding:
+        evidence = tuple(self._evidence(e) for e in finding.evidence)
+        if all(new is old for new, old in zip(evidence, finding.evidence, strict=True)):
+            return finding
+        return finding.model_copy(update={"evidence": evidence})
+
+    def _evidence(self, evidence: Evidence) -> Evidence:
+        mapping = self.maps.get(evidence.turn)
+        # A quote that is not the normalised text at its span is not mapped: grounding, on the
+        # original window, then keeps it if it is the user's own words there, and drops it if not.
+        if mapping is None or mapping.text[evidence.start : evidence.end] != evidence.quote:
+            return evidence
+        start, end = mapping.original_span(evidence.start, evidence.end)
+        if end <= start:
+            return evidence
+        return Evidence(turn=evidence.turn, quote=mapping.original[start:end], start=start, end=end)
+
+
+def detector_view(window: Conversation) -> DetectorView:
+    """The window as detectors read it: each turn's text normalised (`guardian.normalise`).
+
+    Turns with nothing to normalise are the same objects; a window with none is itself.
+    """
+    maps: dict[int, Normalised] = {}
+    turns = []
+    for turn in window.turns:
+        mapping = normalise(turn.text)
+        if mapping.changed:
+            maps[turn.index] = mapping
+            turn = turn.model_copy(update={"text": mapping.text})
+        turns.append(turn)
+    if not maps:
+        return DetectorView(window, maps)
+    return DetectorView(window.model_copy(update={"turns": tuple(turns)}), maps)
 
 
 def native_async(detector: Detector) -> bool:
@@ -145,14 +210,15 @@ class Runner:
 
     def run(self, window: Conversation) -> Run:
         began = self._clock()
-        reason = not_assessed_reason(window)
+        view = detector_view(window)
+        reason = not_assessed_reason(view.window)
         if reason is not None:
             return _refused(window, reason, latency_ms=(self._clock() - began) * 1000)
         if self.timeout_s is None:
-            outcomes = [self._call(d, window) for d in self.detectors]
+            outcomes = [self._call(d, view.window) for d in self.detectors]
         else:
             pool = self._pool()
-            futures = [pool.submit(self._call, d, window) for d in self.detectors]
+            futures = [pool.submit(self._call, d, view.window) for d in self.detectors]
             deadline = time.monotonic() + self.timeout_s
             outcomes = []
             for detector, future in zip(self.detectors, futures, strict=True):
@@ -160,15 +226,18 @@ class Runner:
                     outcomes.append(future.result(timeout=max(0.0, deadline - time.monotonic())))
                 except FutureTimeout:
                     outcomes.append(self._timeout(detector))
-        return self._finish(window, outcomes, latency_ms=(self._clock() - began) * 1000)
+        restored = [view.restore(o) for o in outcomes]
+        return self._finish(window, restored, latency_ms=(self._clock() - began) * 1000)
 
     async def arun(self, window: Conversation) -> Run:
         began = self._clock()
-        reason = await asyncio.to_thread(not_assessed_reason, window)
+        view = detector_view(window)
+        reason = await asyncio.to_thread(not_assessed_reason, view.window)
         if reason is not None:
             return _refused(window, reason, latency_ms=(self._clock() - began) * 1000)
-        outcomes = await asyncio.gather(*(self._acall(d, window) for d in self.detectors))
-        return self._finish(window, outcomes, latency_ms=(self._clock() - began) * 1000)
+        outcomes = await asyncio.gather(*(self._acall(d, view.window) for d in self.detectors))
+        restored = [view.restore(o) for o in outcomes]
+        return self._finish(window, restored, latency_ms=(self._clock() - began) * 1000)
 
     def run_batch(self, windows: Sequence[Conversation]) -> list[Run]:
         """Each window's run, the detectors one after another, each over all windows at once.
@@ -178,9 +247,10 @@ class Runner:
         conversation (the intent model) expect. A window's latency is its share of the
         batch's time.
         """
-        reasons = [not_assessed_reason(window) for window in windows]
+        read = [detector_view(window) for window in windows]
+        reasons = [not_assessed_reason(view.window) for view in read]
         live = [n for n, reason in enumerate(reasons) if reason is None]
-        views = [windows[n] for n in live]
+        views = [read[n].window for n in live]
         outcomes: list[list[Outcome]] = [[] for _ in views]
         latency = [0.0] * len(views)
         for detector in self.detectors if views else ():
@@ -188,10 +258,10 @@ class Runner:
             results = self._batch(detector, views)
             share = (self._clock() - started) * 1000 / len(views)
             for row, result in enumerate(results):
-                outcomes[row].append(result)
+                outcomes[row].append(read[live[row]].restore(result))
                 latency[row] += share
         runs: dict[int, Run] = {
-            n: self._finish(views[row], outcomes[row], latency_ms=latency[row]) for row, n in enumerate(live)
+            n: self._finish(windows[n], outcomes[row], latency_ms=latency[row]) for row, n in enumerate(live)
         }
         return [
             runs[n] if reason is None else _refused(window, reason, latency_ms=0.0)
@@ -337,4 +407,4 @@ def _refused(window: Conversation, reason: str, *, latency_ms: float) -> Run:
     )
 
 
-__all__ = ["Outcome", "Run", "Runner", "describe", "grounded", "native_async"]
+__all__ = ["DetectorView", "Outcome", "Run", "Runner", "describe", "detector_view", "grounded", "native_async"]
