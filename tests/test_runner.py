@@ -283,3 +283,46 @@ def test_only_the_runner_runs_detectors_over_windows() -> None:
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _ANALYZE:
                 offenders.append(f"{relative}:{node.lineno}")
     assert offenders == []
+
+
+class _Recording(WordDetector):
+    """A WordDetector that keeps the windows it was given (to see what detectors read)."""
+
+    def __init__(self, word: str) -> None:
+        super().__init__(word)
+        self.seen: list[Conversation] = []
+
+    def analyze(self, window: Conversation) -> Assessment:
+        self.seen.append(window)
+        return super().analyze(window)
+
+
+def test_detectors_read_normalised_text_and_quotes_map_back_to_the_original() -> None:
+    """Issue 47.3: a Cyrillic "о", a zero-width space and leetspeak no longer hide the word from a
+    detector, and the quote it returns is the user's own disguised text at its own span, on
+    every path (run, arun, run_batch)."""
+    disguised = "Y\u043eu are s\u200btup1d, really"
+    window = Conversation.from_pairs([("A", "hello there"), ("B", disguised)], id="c")
+    detector = _Recording("you are stupid")
+    runner = Runner([detector])
+    runs = [runner.run(window), asyncio.run(runner.arun(window)), runner.run_batch([window])[0]]
+    for run in runs:
+        assert run.failures == ()
+        [finding] = run.assessment.findings
+        [evidence] = finding.evidence
+        end = disguised.index(",")  # the span runs over the zero-width space to the disguised "1d"
+        assert (evidence.turn, evidence.start, evidence.end) == (1, 0, end)
+        assert evidence.quote == disguised[:end] == window.turn(1).text[evidence.start : evidence.end]
+    for seen in detector.seen:
+        assert seen.turn(1).text == "You are stupid, really"
+        assert seen.turn(0) is window.turn(0)  # a plain turn is the same object
+
+
+def test_a_window_with_nothing_to_normalise_reaches_detectors_as_itself() -> None:
+    window = Conversation.from_pairs([("A", "You are stupid."), ("B", "It was $500 in 2024.")], id="c")
+    detector = _Recording("stupid")
+    runner = Runner([detector])
+    runner.run(window)
+    asyncio.run(runner.arun(window))
+    runner.run_batch([window])
+    assert detector.seen and all(seen is window for seen in detector.seen)
