@@ -78,6 +78,26 @@ def kinds_of(assessments: Sequence[Assessment]) -> list[StepKind]:
     return [k for k in ("scam", "manipulation") if k in kinds]
 
 
+def analyze_report(
+    conversation: Conversation,
+    detectors: Sequence[Detector],
+    assessments: Sequence[Assessment],
+    *,
+    guardian_version: str,
+) -> AnalyzeReport:
+    """The `--format json` document: one builder, so `analyze` and the service's `POST /v1/screen`
+    answer the same fields (risk series, summary, next steps), never one of them a thinner copy."""
+    return AnalyzeReport(
+        guardian_version=guardian_version,
+        conversation=conversation,
+        detectors=tuple(d.name for d in detectors),
+        assessments=tuple(assessments),
+        risk=tuple(round(r, 6) for r in risk_series(assessments)),
+        summary=summary_of(conversation, assessments),
+        next_steps={k: plain_words().next_steps(k) for k in kinds_of(assessments)},
+    )
+
+
 def load_input(file: str, *, input_format: str) -> Conversation:
     max_bytes, max_turn_chars = configured_limits()
     if file == "-":
@@ -148,15 +168,7 @@ def run_analyze(
         )
     console = _ReaderConsole(soft_wrap=True, highlight=False)
     if output_format is OutputFormat.JSON:
-        report = AnalyzeReport(
-            guardian_version=__version__,
-            conversation=conversation,
-            detectors=tuple(d.name for d in active),
-            assessments=tuple(assessments),
-            risk=tuple(round(r, 6) for r in risk_series(assessments)),
-            summary=summary_of(conversation, assessments),
-            next_steps={k: plain_words().next_steps(k) for k in kinds_of(assessments)},
-        )
+        report = analyze_report(conversation, active, assessments, guardian_version=__version__)
         sys.stdout.write(report.model_dump_json(indent=2) + "\n")
     elif output_format is OutputFormat.JSONL:
         for a in assessments:

@@ -24,7 +24,7 @@ from guardian.config import ServeSettings, settings
 from guardian.detectors.base import Detector
 from guardian.monitor import Monitor
 from guardian.serve.auth import RateLimiter, TokenCheck
-from guardian.serve.conversations import Conversations, IdempotencyMismatch
+from guardian.serve.conversations import Conversations, IdempotencyMismatch, stored_summary
 from guardian.serve.metrics import CONTENT_TYPE_LATEST, ServeMetrics
 from guardian.serve.middleware import (
     Authenticated,
@@ -36,6 +36,7 @@ from guardian.serve.middleware import (
 )
 from guardian.serve.runtime import Runtime, ServiceError, check_screen, check_turn
 from guardian.serve.schemas import (
+    API_VERSION,
     ID_PATTERN,
     AssessmentEvent,
     ConversationOut,
@@ -208,6 +209,8 @@ def _errors(app: FastAPI) -> None:
 
 
 def _routes(app: FastAPI) -> None:
+    from guardian.analyze import AnalyzeReport  # the screen's answer, for the OpenAPI document
+
     @app.get("/healthz", response_model=Health, tags=["operations"])
     async def healthz() -> Health:
         """The process answers (liveness)."""
@@ -266,9 +269,12 @@ def _routes(app: FastAPI) -> None:
         stored = await conversations.get(conversation_id)
         if not stored:
             raise ServiceError(404, "not_found", f"no conversation {conversation_id!r} is stored")
-        turns = [e["turn"] for t in stored for e in t.events if e["type"] == "turn"]
+        events = [e for t in stored for e in t.events]
+        turns = [e["turn"] for e in events if e["type"] == "turn"]
         latest = stored[-1].response
-        return JSONResponse({"id": conversation_id, "turns": turns, "latest": latest, "risk": latest["risk"]})
+        summary = stored_summary(conversation_id, events)
+        return JSONResponse({"api_version": API_VERSION, "id": conversation_id, "turns": turns, "latest": latest,
+                             "risk": latest["risk"], "summary": summary.model_dump(mode="json")})
 
     @app.delete("/v1/conversations/{conversation_id}", status_code=204, tags=["conversations"],
                 responses=_ERRORS)
@@ -277,11 +283,12 @@ def _routes(app: FastAPI) -> None:
         await rt.require().delete(conversation_id)
         return Response(status_code=204)
 
-    @app.post("/v1/screen", tags=["screening"], responses=_ERRORS)
+    @app.post("/v1/screen", tags=["screening"], responses={200: {"model": AnalyzeReport}, **_ERRORS})
     async def screen(body: ScreenIn, rt: RuntimeDep, client: Client) -> JSONResponse:
         """Screen a whole conversation at once (nothing stored): the `guardian analyze --format
-        json` report, one assessment per turn."""
-        from guardian.analyze import AnalyzeReport, assess_turns
+        json` report, one assessment per turn, with the risk after each, the per-speaker summary
+        and what the person can do (the same document `analyze` writes)."""
+        from guardian.analyze import analyze_report, assess_turns
         from guardian.conversation import Conversation, Turn
 
         check_screen(rt, len(body.turns))
@@ -297,10 +304,5 @@ def _routes(app: FastAPI) -> None:
         began = time.perf_counter()
         assessments = await asyncio.to_thread(assess_turns, conversation, rt.detectors, window=window)
         rt.metrics.assessment.observe((time.perf_counter() - began) / len(conversation.turns))
-        report = AnalyzeReport(
-            guardian_version=_version(),
-            conversation=conversation,
-            detectors=tuple(d.name for d in rt.detectors),
-            assessments=tuple(assessments),
-        )
+        report = analyze_report(conversation, rt.detectors, assessments, guardian_version=_version())
         return JSONResponse(report.model_dump(mode="json"))

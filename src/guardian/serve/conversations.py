@@ -18,17 +18,20 @@ import logging
 import random
 import uuid
 from collections import OrderedDict
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from guardian.conversation import Turn
 from guardian.events import Event, from_dict, to_dict
-from guardian.monitor import Monitor
+from guardian.findings import FindingCard
+from guardian.monitor import ConversationState, Monitor
 from guardian.serve.metrics import ServeMetrics
-from guardian.serve.schemas import TurnIn
+from guardian.serve.schemas import API_VERSION, TurnIn
 from guardian.serve.state import Conflict, StateStore, StoredTurn
+from guardian.summary import ConversationSummary, summarize
 
 log = logging.getLogger("guardian.serve")
 
@@ -54,6 +57,42 @@ class TurnResult:
 def request_hash(turn: TurnIn) -> str:
     body = json.dumps(turn.model_dump(mode="json", exclude={"idempotency_key"}), sort_keys=True)
     return hashlib.sha256(body.encode("utf-8")).hexdigest()
+
+
+def state_summary(state: ConversationState) -> ConversationSummary:
+    """The summary after the monitor's latest turn, from its cards (`guardian.summary`): the
+    same inputs `stored_summary` reads back from the store, so a turn's answer and a later GET
+    agree."""
+    with state.lock:
+        turns = list(state.turns)
+        cards = [a.card for _, a in sorted(state.assessments.items()) if a.card is not None]
+        risks = [round(r, 6) for r in state.risk_history]  # as the event line writes `risk`
+    return summarize(state.id, turns, cards, risk=risks[-1] if risks else 0.0, peak_risk=max(risks, default=0.0))
+
+
+def stored_summary(conversation_id: str, events: Iterable[dict[str, Any]]) -> ConversationSummary:
+    """The summary of a stored conversation, rebuilt from its events rather than read from the
+    latest answer: a conversation stored before api_version 2 (answers without `summary`, version-1
+    assessments without cards) still gets one, with no flagged turn where no card was stored."""
+    turns: list[Turn] = []
+    cards: list[FindingCard] = []
+    risks: list[float] = []
+    for event in events:
+        if event.get("type") == "turn":
+            turns.append(Turn.model_validate(event["turn"]))
+        elif event.get("type") == "assessment":
+            card = event.get("assessment", {}).get("card")
+            if card is not None:
+                cards.append(FindingCard.model_validate(card))
+            risk = event.get("risk")
+            risks.append(float(risk) if isinstance(risk, int | float) else 0.0)
+    return summarize(conversation_id, turns, cards, risk=risks[-1] if risks else 0.0, peak_risk=max(risks, default=0.0))
+
+
+def answer(event: dict[str, Any], summary: ConversationSummary) -> dict[str, Any]:
+    """A turn's answer: its assessment event (a copy: the stored event stays the watch line the
+    monitor restores from) with the api version and the conversation's summary after it."""
+    return {**event, "api_version": API_VERSION, "summary": summary.model_dump(mode="json")}
 
 
 class Conversations:
@@ -178,7 +217,8 @@ class Conversations:
                     raise
                 finally:
                     self._pending.pop(conversation_id, None)
-                response = next(e for e in reversed(events) if e["type"] == "assessment")
+                event = next(e for e in reversed(events) if e["type"] == "assessment")
+                response = answer(event, state_summary(self.monitor.state(conversation_id)))
                 stored = StoredTurn(index=index, events=tuple(events), response=response)
                 try:
                     hit = await self.io(

@@ -1,8 +1,13 @@
 """Request and response bodies of the service (they make the OpenAPI document at /docs).
 
 Responses reuse the shapes the rest of guardian already writes: a turn's answer is the
-`assessment` event of `guardian watch --headless` (schema/watch-event.schema.json), a
-screened conversation is the `guardian analyze --format json` report.
+`assessment` event of `guardian watch --headless` (schema/watch-event.schema.json) plus the
+conversation's per-speaker `summary`, a screened conversation is the `guardian analyze
+--format json` report (which carries its summary already).
+
+Versioned by `api_version` (`API_VERSION`); a new version only adds fields, so a client written
+for an older one reads a newer answer unchanged, and an answer stored by an older service (no
+`api_version`, no `summary`) still reads as version 1.
 """
 
 from __future__ import annotations
@@ -14,6 +19,14 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from guardian.conversation import Turn
 from guardian.findings import Assessment
+from guardian.summary import ConversationSummary
+
+#: Version of the turn and conversation answers. 1: the watch assessment event as it is;
+#: 2: plus `api_version` and the conversation's per-speaker `summary` (issue 46).
+API_VERSION = 2
+_API_VERSION = "version of the service's answer (absent, and read as 1, in answers stored before version 2)"
+_SUMMARY = ("per speaker: flagged turns, tactics, since which turn, and the conversation's risk now "
+            "(`guardian.summary`; absent before api_version 2)")
 
 #: Conversation and call ids: what fits in a URL path, a Redis key and a log line unchanged.
 ID_PATTERN = r"^[A-Za-z0-9._:-]{1,128}$"
@@ -44,26 +57,34 @@ class StreamTurnIn(TurnIn):
 
 
 class AssessmentEvent(BaseModel):
-    """The `assessment` event of `guardian watch --headless`: the verdict after one turn."""
+    """A turn's answer: the `assessment` event of `guardian watch --headless` (the verdict after
+    one turn) and the conversation's summary after it."""
 
     model_config = ConfigDict(extra="forbid")
 
     type: Literal["assessment"] = "assessment"
+    schema_version: int = Field(default=1, ge=1, description="version of the watch event line it is")
+    api_version: int = Field(default=1, ge=1, description=_API_VERSION)
     conversation_id: str
     time: float
     turn: int
     risk: float = Field(ge=0.0, le=1.0, description="the conversation's running risk after this turn")
     new_findings: int = Field(ge=0)
     assessment: Assessment
+    summary: ConversationSummary | None = Field(default=None, description=_SUMMARY)
 
 
 class ConversationOut(BaseModel):
-    """A stored conversation: its turns and the latest verdict."""
+    """A stored conversation: its turns, the latest verdict and the summary of them all."""
 
+    model_config = ConfigDict(extra="forbid")
+
+    api_version: int = Field(default=1, ge=1, description=_API_VERSION)
     id: str
     turns: list[Turn]
     latest: AssessmentEvent | None
     risk: float
+    summary: ConversationSummary | None = Field(default=None, description=_SUMMARY)
 
 
 class ScreenIn(_Body):

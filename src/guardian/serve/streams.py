@@ -2,7 +2,9 @@
 
 The client sends turns as JSON (`{"speaker", "text", "start"?, "end"?, "idempotency_key"?}`),
 and receives every event of the conversation in the `guardian watch --headless` schema
-(turn, finding, assessment, error), including those of turns posted over HTTP meanwhile.
+(turn, finding, assessment, error), including those of turns posted over HTTP meanwhile;
+an assessment event also carries `api_version` and the conversation's `summary` after that
+turn, exactly as the HTTP answer does (`conversations.answer`).
 A turn pushed here goes through the same path as `POST .../turns` (stored before its
 assessment is sent). A bad message is answered with an `error` event (kind `input`); the
 stream goes on. A client too slow to read its events is disconnected (close code 1013)
@@ -25,9 +27,9 @@ from fastapi import FastAPI, WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 from pydantic import ValidationError
 
-from guardian.events import Event, to_dict
+from guardian.events import AssessmentReady, Event, to_dict
 from guardian.monitor import Monitor
-from guardian.serve.conversations import IdempotencyMismatch
+from guardian.serve.conversations import IdempotencyMismatch, answer, state_summary
 from guardian.serve.metrics import ServeMetrics
 from guardian.serve.runtime import Runtime, ServiceError, check_turn
 from guardian.serve.schemas import StreamTurnIn, valid_id
@@ -71,6 +73,7 @@ class EventPipe:
 
     def __init__(self, websocket: WebSocket, monitor: Monitor, conversation_id: str) -> None:
         self.websocket = websocket
+        self.monitor = monitor
         self.conversation_id = conversation_id
         self.unread: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=MAX_UNREAD)
         self.overflow = asyncio.Event()
@@ -79,8 +82,12 @@ class EventPipe:
     def _deliver(self, event: Event) -> None:
         if event.conversation_id != self.conversation_id:
             return
+        data = to_dict(event)
+        if isinstance(event, AssessmentReady):
+            # the HTTP answer's shape: the monitor has recorded this turn before announcing it
+            data = answer(data, state_summary(self.monitor.state(self.conversation_id)))
         try:
-            self.unread.put_nowait(to_dict(event))
+            self.unread.put_nowait(data)
         except asyncio.QueueFull:
             self.overflow.set()
 
