@@ -649,37 +649,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     g = sub.add_parser("agreement")
     g.add_argument("work")
     args = ap.parse_args(argv)
-    if args.cmd == "batches":
-        cmd_batches(args)
-        return 0
-    if args.cmd == "registers":
-        cmd_registers(args)
-        return 0
-    if args.cmd == "fixed":
-        cmd_fixed(args)
-        return 0
-    if args.cmd == "merge-fixed":
-        cmd_merge_fixed(args)
-        return 0
-    if args.cmd == "written-second":
-        cmd_written_second(args)
-        return 0
-    if args.cmd == "stats":
-        cmd_stats(args)
-        return 0
-    if args.cmd == "merge":
-        cmd_merge(args)
-        return 0
-    if args.cmd == "disagreements":
-        cmd_disagreements(args)
-        return 0
-    if args.cmd == "check-written":
-        return cmd_check_written(args)
-    if args.cmd == "check":
-        return cmd_check(args)
-    cmd_agreement(args)
-    return 0
-
+    commands: dict[str, Any] = {
+        "batches": cmd_batches, "registers": cmd_registers, "fixed": cmd_fixed, "merge-fixed": cmd_merge_fixed,
+        "written-second": cmd_written_second, "stats": cmd_stats, "merge": cmd_merge,
+        "disagreements": cmd_disagreements, "check-written": cmd_check_written, "check": cmd_check,
+        "agreement": cmd_agreement,
+    }
+    return int(commands[args.cmd](args) or 0)
 
 if __name__ == "__main__":
     sys.exit(main())
