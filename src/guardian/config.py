@@ -97,7 +97,7 @@ class IntentSettings(_Section):
     abstain_below: float | None = Field(
         default=None, ge=0.0, le=1.0,
         description="show no intent for a turn whose top probability is below this; None = the model's own "
-        "threshold (tuned for precision .85 on everyday dev turns, docs/intent.md); 0 = show every intent",
+        "threshold (tuned for precision .85 on everyday dev turns, docs/intent.md, operating points); 0 = show every intent",
     )
 
 

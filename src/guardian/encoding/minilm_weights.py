@@ -60,7 +60,7 @@ def trace_encoder(torch: Any, model: Any, tokenizer: Any) -> Any:
     time in Python between small matrix products, holding the GIL (so the intent model's
     other half cannot overlap it). The traced graph gives the same vectors and releases the
     GIL: 17.4 -> 11.0 ms per utterance with two training jobs on the cores, 6.7 -> 6.3 ms
-    idle (docs/intent.md). Traced on the first text, used only if it matches the eager model
+    idle (docs/history.md, "Intent model"). Traced on the first text, used only if it matches the eager model
     on texts of other lengths and on a batch, because a trace can bake in shapes.
     """
     eager = last_hidden(torch, model)

@@ -41,7 +41,7 @@ RUNTIME_THREADS = 1
 
 @dataclass(frozen=True, slots=True)
 class TuneConfig:
-    """How a pair classifier is trained (the defaults: the values docs/intent.md measured for face acts)."""
+    """How a pair classifier is trained (the defaults: the shipped face-act recipe, docs/intent.md "How it works")."""
 
     epochs: int = 4
     lr: float = 5e-5
@@ -55,7 +55,7 @@ class TuneConfig:
     pooling: Literal["all", "utterance"] = "all"
     #: Which encoder is fine-tuned (`guardian.encoding.encoders`), and how many of its first layers are
     #: kept (0: all): all-mpnet-base-v2 cut to six layers is more accurate than MiniLM but costs
-    #: 24 ms per live turn against 10 (docs/intent.md, "all-mpnet-base-v2 cut to its first layers").
+    #: 24 ms per live turn against 10 (docs/history.md, "Intent model").
     encoder: EncoderName = "minilm"
     layers: int = 0
     #: Distillation: a teacher (an encoder and its layer count, as above) is fine-tuned on the same
@@ -235,7 +235,7 @@ def export_int8(net: Any, tokenizer: Any, max_len: int, target: Path) -> None:
     Why `reduce_range` (weights on seven bits): onnxruntime multiplies uint8 activations by int8 weights
     with an instruction that adds pairs of products into 16 bits on x86 CPUs without VNNI (AVX2 only),
     and 255 x 127 x 2 overflows it. The fine-tuned mpnet-6 halves then gave logits off by about 3 and
-    everyday accuracy fell from .66 to .41 on such a CPU (docs/intent.md, "int8 on CPUs without VNNI");
+    everyday accuracy fell from .66 to .41 on such a CPU (docs/history.md, "Intent model");
     with seven-bit weights no sum can overflow, so every x86 CPU computes the same integers.
     """
     torch = torch_module()
@@ -316,7 +316,7 @@ class PairClassifier:
     It runs as int8 in onnxruntime, one pair at a time. Why int8: a live turn's pass over
     the utterance and its context (45 word pieces on average) takes 5.0 ms on one core
     against 11.4 ms in float32 and 8-12 ms in bf16 torch on two, and the pooled
-    out-of-fold accuracy it costs is measured in docs/intent.md (face acts). Why one pair at a time:
+    out-of-fold accuracy it costs is about one verdict in 1,000 (docs/history.md, "Intent model"). Why one pair at a time:
     dynamic quantisation scales a whole input tensor, so padding in a batch would shift a
     pair's probabilities; singly, `guardian eval` scores exactly what a live turn gets.
     The int8 file is built from the weights on first use (a few seconds) and cached.

@@ -60,7 +60,7 @@ def _key(text: str) -> str:
 
 def native_bfloat16() -> bool:
     """Whether the CPU multiplies bfloat16 natively (AVX512-BF16 or AMX): elsewhere torch emulates it, slower
-    than float32 (a fine-tuning step of MiniLM 9.6x slower on an AVX2-only EPYC, docs/intent.md)."""
+    than float32 (a fine-tuning step of MiniLM 9.6x slower on an AVX2-only EPYC, docs/history.md, "Intent model")."""
     if not sys.platform.startswith("linux"):
         return False
     try:
@@ -286,8 +286,8 @@ def limit_torch_threads(limit: int) -> None:
 
     Why: the intent model runs its fine-tuned half (onnxruntime, one thread) beside the linear
     half's MiniLM pass; torch's default of one thread per core then puts three busy threads on two
-    cores, and on a shared host the new turn waits for whichever was preempted (docs/intent.md,
-    "Latency"). torch's intra-op setting is OpenMP's, kept per thread, but `torch.set_num_threads`
+    cores, and on a shared host the new turn waits for whichever was preempted (docs/history.md,
+    "Intent model"). torch's intra-op setting is OpenMP's, kept per thread, but `torch.set_num_threads`
     also records it as the default that threads adopt when they first use torch; that default is
     put back from a helper thread, so that only the calling thread keeps the limit.
     """

@@ -128,7 +128,7 @@ class DeepHead:
     """Logistic regression on frozen mpnet-6 vectors (`frozen`) of the turn and of the turn before it
     (x `PREV_WEIGHT`) and, with `cue_scale` > 0, the guideline cues of both (`cues`; the previous
     turn's at half weight). On everyday turns it is the most accurate part (round 3 in
-    docs/intent.md); the everyday side reads (1 - tuned_share - head_share) x this + tuned_share x
+    docs/history.md, "Intent model"); the everyday side reads (1 - tuned_share - head_share) x this + tuned_share x
     the everyday tuned half + head_share x the MiniLM everyday head.
 
     `tuned_below` < 1: the everyday tuned half is read only for the turns this head is unsure of (top
@@ -136,7 +136,7 @@ class DeepHead:
     (`EverydayHead.deep_then_tuned`); the others get the blend without it, its share spread over the
     rest. Why: a third pass on every everyday turn put the bench over its latency target, and in
     conversation-grouped CV the half helped only where the deep head was unsure (round 4 in
-    docs/intent.md: a third of the turns make the pass, accuracy unchanged)."""
+    docs/history.md, "Intent model": a third of the turns make the pass, accuracy unchanged)."""
 
     classes: list[FaceAct]
     coef: np.ndarray

@@ -130,7 +130,7 @@ DEEP_C, DEEP_POWER, DEEP_CUE_SCALE, DEEP_TUNED_SHARE, DEEP_HEAD_SHARE = 2.0, 0.5
 #: same CV the half read for the unsure third of the turns did as well as read for all; 1.0 reads it
 #: always, round 3's candidate, whose third pass per everyday turn put the bench over 15 ms).
 DEEP_TUNED_BELOW = 0.4
-#: Whether `train_everyday` fits the deep head by default (docs/intent.md, "Round 3" and "Round 4"; since
+#: Whether `train_everyday` fits the deep head by default (docs/history.md, "Intent model", rounds 3-4; since
 #: round 5 the fine-tuned mpnet-6 everyday half does better on dev without it, in one pass fewer).
 EVERYDAY_DEEP = False
 
@@ -227,7 +227,7 @@ def gate_texts(n_per_source: int = 800, seed: int = 25) -> list[str]:
     return out
 
 
-#: The everyday tuned half's share beside the everyday head (chosen on the dev part, docs/intent.md).
+#: The everyday tuned half's share beside the everyday head (chosen on the dev part, docs/intent.md "Operating points").
 HEAD_TUNED_WEIGHT = 0.5
 #: The everyday tuned half's recipe: a persuasion half fine-tuned further on the everyday train
 #: pairs, each `TUNE_REPEAT` times, plus `TUNE_REPLAY` persuasion pairs so it keeps what it knew.

