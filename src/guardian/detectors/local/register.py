@@ -5,7 +5,7 @@ telephone transcripts are lower case, without punctuation, with fillers and repe
 them the written head flagged heated but fair arguments and long ordinary calls far more often
 (`lab/turn_register_stress.py`: spoken 40-60 turn calls 10 % against 3.5 % written). A head trained on
 both registers (`augment.spoken` copies) reads such turns; written turns keep the written head, which
-finds more manipulation in them (docs/model-card.md, "Spoken transcripts").
+finds more manipulation in them (docs/history.md, "Turn model").
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ dialogues carry 3.5 manipulative turns each, a scammer asks again and again, whi
 conversation's suspicious turn is mostly a lone sharp remark. So at the quiet sensitivities a turn is
 flagged when it reaches the threshold on its own, or when it and another turn *by the same speaker*
 within the window both reach the lower repeat threshold. Both thresholds are chosen on the dev part
-(`calibration.calibrate`, docs/model-card.md "Long conversations").
+(`calibration.calibrate`, docs/model-card.md "Operating points").
 
 Someone who answers in kind is not the one to blame: a pair counts only when its lower score stands
 `REPEAT_MARGIN` above every pair the other side completed in the `REPEAT_WINDOW` turns up to it. So

@@ -28,7 +28,7 @@ REPLY_NEGATIVES = {"sgd": 1_000_000, "dailydialog": 4000, "calls": 2000}
 #: Total weight of the benign chatbot turns and of the ordinary turns, the manipulative replies' being 1.
 #: Against class-balanced weights (every negative alike): dev chatbot replies flagged at the task
 #: dialogues' 98th percentile 25 / 32 with 1 / 39 benign, against 30 / 32 with 19 / 39
-#: (lab/turn_reply_weights.py; docs/model-card.md).
+#: (lab/turn_reply_weights.py; docs/history.md "Turn model").
 CHATBOT_NEGATIVE_WEIGHT = 2.0
 ORDINARY_WEIGHT = 1.0
 

@@ -5,7 +5,7 @@ reply (dodging a question about fees, guilt about the bot's feelings, a veiled t
 misremembering again") is about what the reply *does* to the request, which a topical vector of the
 reply alone hardly holds. The linear head over the reply's frozen MiniLM vector blocked 6 of 32
 held-out manipulative replies by writers it never saw; MiniLM fine-tuned on (reply, request) pairs
-separates them far better (lab/turn_reply_finetune.py, docs/model-card.md "Chatbot replies").
+separates them far better (lab/turn_reply_finetune.py, docs/history.md "Turn model").
 
 Read in chatbot threads (`LocalModelDetector(kind="assistant")`, what the LangChain integration
 creates) with the linear head (`chatbot_reply`), and, when the head has a dialogue scale, in every other
@@ -57,7 +57,7 @@ def chatbot_reply(pair: np.ndarray, linear: np.ndarray | None) -> np.ndarray:
     first sentence alone (what streaming screens before releasing it) can fall outside what it learned:
     "Stop being so paranoid and difficult." answering a user unsure about sharing a password read .11
     there, .90 by the linear head over its vector. Averaged, the held-out threads move by one or two
-    (docs/model-card.md) and no single head's blind spot releases a sentence.
+    (docs/history.md "Turn model") and no single head's blind spot releases a sentence.
     """
     if linear is None:
         return pair
@@ -77,8 +77,8 @@ def dialogue_turn(pair: np.ndarray, network: np.ndarray) -> np.ndarray:
     said that"); the pair head learned from turn labels what a turn does to the one before it
     (`data/dialogues/turns.jsonl`), but never saw a film. The weights were chosen on the dev part
     (`lab/turn_dialogue_rules.py`): against the plain mean, the same recall of manipulative dialogues with the
-    manipulator named first in all of them and fewer fair arguments flagged (docs/model-card.md,
-    "Turn-labelled dialogues").
+    manipulator named first in all of them and fewer fair arguments flagged
+    (docs/history.md "Turn model").
     """
     return np.asarray(DIALOGUE_PAIR_SHARE * pair + (1 - DIALOGUE_PAIR_SHARE) * network, dtype=np.float32)
 

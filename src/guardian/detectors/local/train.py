@@ -60,7 +60,7 @@ class TrainConfig:
     label_l2: float = 0.1
     #: Weight of the chatbot exchanges' bags in the network (`data/chatbot/exchanges.jsonl`; 0: the
     #: reply head alone learns from them). 4 / 8: dev AUC on them .79 at best, ordinary calls flagged
-    #: more (lab/turn_sweep.py; docs/model-card.md).
+    #: more (lab/turn_sweep.py; docs/history.md "Turn model").
     chatbot_weight: float = 0.0
     #: Weight of the turn-labelled dialogues' bags in the network (`data/dialogues/turns.jsonl`; 0: only
     #: the fine-tuned pair head learns from them).
