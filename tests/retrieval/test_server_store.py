@@ -20,7 +20,7 @@ from guardian.corpora.datasets import load_mentalmanip
 from guardian.retrieval.store import ExampleStore
 from tests.netutil import free_port
 
-pytestmark = [pytest.mark.slow, pytest.mark.enable_socket, pytest.mark.allow_hosts(["127.0.0.1"])]
+pytestmark = [pytest.mark.enable_socket, pytest.mark.allow_hosts(["127.0.0.1"])]
 
 
 @pytest.fixture(scope="module")

@@ -16,8 +16,6 @@ from guardian.retrieval.embedding import MiniLMEmbeddingFunction
 from guardian.retrieval.store import ExampleStore
 from guardian.taxonomy import Technique
 
-pytestmark = pytest.mark.slow
-
 
 @pytest.fixture(scope="module")
 def subset() -> list[LabelledDialogue]:

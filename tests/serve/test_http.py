@@ -14,7 +14,7 @@ import pytest
 from guardian.locations import package_dir
 from tests.serve.conftest import AUTH, OTHER_TOKEN, Server
 
-pytestmark = [pytest.mark.slow, pytest.mark.enable_socket, pytest.mark.allow_hosts(["127.0.0.1"])]
+pytestmark = [pytest.mark.enable_socket, pytest.mark.allow_hosts(["127.0.0.1"])]
 
 SCHEMAS = package_dir() / "schema"
 

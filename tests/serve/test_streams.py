@@ -11,7 +11,7 @@ import websockets
 
 from tests.serve.conftest import AUTH, TOKEN, Server
 
-pytestmark = [pytest.mark.slow, pytest.mark.enable_socket, pytest.mark.allow_hosts(["127.0.0.1"])]
+pytestmark = [pytest.mark.enable_socket, pytest.mark.allow_hosts(["127.0.0.1"])]
 
 
 async def _until(ws: websockets.ClientConnection, kind: str, *, timeout: float = 30) -> list[dict]:

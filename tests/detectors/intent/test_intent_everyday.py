@@ -134,6 +134,7 @@ def test_the_everyday_heads_train_part_is_not_scored_as_a_test(capsys: pytest.Ca
     assert "train, dev or test" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # a model-quality floor: the slow tier (make test-all), not the behaviour tests
 def test_held_out_everyday_accuracy_is_computed_from_the_file_and_above_its_floor() -> None:
     """About 30 s: the held-out part's 646 turns through the shipped model, one at a time."""
     result = evaluate_file(EVERYDAY, split="test")
@@ -417,6 +418,7 @@ def test_distilled_turns_of_a_dev_or_test_conversation_are_refused(
     assert "file not found" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_threshold_only_keeps_every_weight_and_chooses_the_threshold_on_dev(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -17,7 +17,7 @@ from guardian.retrieval.store import ExampleStore
 from .openai_stub import Reply, serve
 from .test_llm_detector import answer
 
-pytestmark = [pytest.mark.slow, pytest.mark.enable_socket, pytest.mark.allow_hosts(["127.0.0.1"])]
+pytestmark = [pytest.mark.enable_socket, pytest.mark.allow_hosts(["127.0.0.1"])]
 
 
 @pytest.mark.parametrize("damage", ["deleted", "corrupted"])
