@@ -64,6 +64,7 @@ def test_importing_guardian_keeps_the_hosts_thread_setting() -> None:
     assert _fresh(code) == "None"
 
 
+@pytest.mark.slow  # over ~5 s on a fresh 2-core host: the slow tier
 def test_the_cli_sets_one_thread_unless_told_to_keep_the_hosts() -> None:
     code = (
         "import os, sys; from guardian.cli import main; sys.stdout = open(os.devnull, 'w'); main(['detectors']); "

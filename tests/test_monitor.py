@@ -174,6 +174,7 @@ async def test_restore_rejects_a_log_with_a_gap() -> None:
         Monitor([WordDetector()], window=10, timeout_s=5).restore([turns[0], turns[2]])
 
 
+@pytest.mark.slow  # over ~5 s on a fresh 2-core host: the slow tier
 async def test_many_conversations_concurrently_lose_nothing() -> None:
     """1,000 conversations x 20 turns through small bounded queues: every turn, in order, once."""
     detector = AsyncCountingDetector()
@@ -219,6 +220,7 @@ async def test_submit_waits_when_the_queue_is_full() -> None:
     assert [t.text for t in monitor.conversation("c").turns] == ["one", "two", "three"]
 
 
+@pytest.mark.slow  # over ~5 s on a fresh 2-core host: the slow tier
 async def test_each_turn_costs_its_window_not_the_whole_conversation(monkeypatch: pytest.MonkeyPatch) -> None:
     """Recording a turn and cutting its window must not copy every earlier turn (which made a
     long conversation quadratic): count the turns put into Conversation objects."""

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from langchain.agents import create_agent
 from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
@@ -39,6 +40,7 @@ def _size(saver: InMemorySaver, value: Any) -> int:
     return len(saver.serde.dumps_typed(value)[1])
 
 
+@pytest.mark.slow  # over ~5 s on a fresh 2-core host: the slow tier
 def test_200_turn_checkpoint_stays_small(lines: Lines, scripted: ScriptedDetector) -> None:
     saver, config = _thread(lines, scripted, guarded=True)
     checkpoint = saver.get_tuple(config).checkpoint  # type: ignore[union-attr]

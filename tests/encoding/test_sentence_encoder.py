@@ -27,6 +27,7 @@ def test_vectors_are_unit_length_cached_and_batch_independent() -> None:
     assert float(batch[0] @ batch[2]) < 0.9
 
 
+@pytest.mark.slow  # over ~5 s on a fresh 2-core host: the slow tier
 @pytest.mark.parametrize("precision", ["float32", "bfloat16"])
 def test_a_texts_vector_is_exactly_its_vector_alone_in_any_company(precision: sentence_encoder.Precision) -> None:
     """Bit for bit, whatever shares its batch (rows are compared exactly across bulk runs and resumes): on CPUs

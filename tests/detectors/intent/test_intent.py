@@ -221,6 +221,7 @@ def test_an_unknown_encoder_or_layer_count_is_one_sentence(tmp_path: Path, capsy
     assert not (tmp_path / "m").exists()
 
 
+@pytest.mark.slow  # over ~5 s on a fresh 2-core host: the slow tier
 def test_latency_is_measured_with_each_new_turn_encoded_afresh(monkeypatch: pytest.MonkeyPatch) -> None:
     """The live situation: earlier turns come from the cache, the new turn's own text does not,
     so a text first encoded as some later turn's context is encoded again when its turn is timed."""

@@ -185,6 +185,7 @@ def test_in_chatbot_threads_the_heads_are_averaged_on_the_assistants_turns_only(
     np.testing.assert_allclose(elsewhere, linear, rtol=1e-6)  # `score` gives the linear head; only chatbot threads read it
 
 
+@pytest.mark.slow  # over ~5 s on a fresh 2-core host: the slow tier
 def test_the_langchain_integration_names_the_assistant_to_the_local_model() -> None:
     from guardian.agents._engine import DetectorPool
 
