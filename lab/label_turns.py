@@ -229,43 +229,36 @@ def cmd_written_second(args: argparse.Namespace) -> None:
     print(len(chosen), "of", len(rows))
 
 
+def _written_problem(row: dict[str, Any]) -> str | None:
+    """What is wrong with a written conversation's shape or label (its turn labels are checked as answers)."""
+    try:
+        item = written_item(row)
+        if not 2 <= len(item["turns"]) <= 40:
+            return f"{len(item['turns'])} turns (2-40 allowed)"
+        if any(not str(t["text"]).strip() or not str(t["speaker"]).strip() for t in item["turns"]):
+            return "a turn with an empty speaker or text"
+        if row["label"] not in ("manipulative", "benign"):
+            return f"label {row['label']!r} (manipulative or benign)"
+        if row["label"] == "manipulative" and not row.get("labels"):
+            return "labelled manipulative with no manipulative turn"
+        if row["label"] == "benign" and row.get("labels"):
+            return "labelled benign with manipulative turns"
+    except (KeyError, TypeError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
 def cmd_check_written(args: argparse.Namespace) -> int:
-    """A writer's file: schema, turns, verbatim quotes, label consistent with the turn labels."""
-    bad = 0
-    seen: set[str] = set()
-    rows = 0
-    for n, line in enumerate(Path(args.file).read_text(encoding="utf-8").splitlines(), start=1):
-        if not line.strip():
-            continue
-        rows += 1
-        try:
-            row = json.loads(line)
-            cid = str(row["id"])
-            item = written_item(row)
-            if not 2 <= len(item["turns"]) <= 40:
-                raise ValueError(f"{len(item['turns'])} turns (2-40 allowed)")
-            if any(not str(t["text"]).strip() or not str(t["speaker"]).strip() for t in item["turns"]):
-                raise ValueError("a turn with an empty speaker or text")
-            if row["label"] not in ("manipulative", "benign"):
-                raise ValueError(f"label {row['label']!r} (manipulative or benign)")
-        except (KeyError, TypeError, ValueError) as exc:
-            print(f"line {n}: {type(exc).__name__}: {exc}")
-            bad += 1
-            continue
-        if cid in seen:
-            print(f"line {n}: id {cid} twice")
-            bad += 1
-        seen.add(cid)
-        labels, problems = parse_answer(item, {"turns": row.get("labels") or []})
-        if row["label"] == "manipulative" and not labels:
-            problems.append("labelled manipulative with no manipulative turn")
-        if row["label"] == "benign" and (row.get("labels") or []):
-            problems.append("labelled benign with manipulative turns")
-        for p in problems:
-            print(f"{cid}: {p}")
-        bad += bool(problems)
-    print(f"{rows} conversations, {bad} with problems")
-    return 1 if bad else 0
+    """A writer's file: schema, turns, label consistent with the turn labels, and the labels as answers."""
+    rows = read_jsonl(Path(args.file))
+    broken = {str(r.get("id")): why for r in rows if (why := _written_problem(r)) is not None}
+    for cid, why in broken.items():
+        print(f"{cid}: {why}")
+    batch = {str(r["id"]): written_item(r) for r in rows if str(r.get("id")) not in broken}
+    lines = [json.dumps({"id": r["id"], "turns": r.get("labels") or []}) for r in rows if str(r["id"]) in batch]
+    answered, bad, _ = check_lines(batch, lines)
+    print(f"{len(rows)} conversations, {bad + len(broken)} with problems")
+    return 1 if bad or broken or answered != len(rows) else 0
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -300,11 +293,11 @@ def parse_answer(item: dict[str, Any], answer: dict[str, Any]) -> tuple[list[Tur
     return labels, problems
 
 
-def cmd_check(args: argparse.Namespace) -> int:
-    batch = {i["id"]: i for i in read_jsonl(Path(args.batch))}
+def check_lines(batch: dict[str, dict[str, Any]], lines: Sequence[str]) -> tuple[int, int, list[str]]:
+    """Each answer line checked against its batch item: (answered, with problems, missing ids); problems printed."""
     answers: dict[str, dict[str, Any]] = {}
     bad = 0
-    for n, line in enumerate(Path(args.answer).read_text(encoding="utf-8").splitlines(), start=1):
+    for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
@@ -326,8 +319,13 @@ def cmd_check(args: argparse.Namespace) -> int:
         for p in problems:
             print(f"{cid}: {p}")
         bad += bool(problems)
-    missing = [i for i in batch if i not in answers]
-    print(f"{len(answers)} of {len(batch)} answered, {bad} with problems, {len(missing)} missing"
+    return len(answers), bad, [i for i in batch if i not in answers]
+
+
+def cmd_check(args: argparse.Namespace) -> int:
+    batch = {i["id"]: i for i in read_jsonl(Path(args.batch))}
+    answered, bad, missing = check_lines(batch, Path(args.answer).read_text(encoding="utf-8").splitlines())
+    print(f"{answered} of {len(batch)} answered, {bad} with problems, {len(missing)} missing"
           + (f" (first: {', '.join(missing[:5])})" if missing else ""))
     return 1 if bad or missing else 0
 
@@ -617,37 +615,19 @@ def cmd_stats(args: argparse.Namespace) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("batches")
-    b.add_argument("out")
-    b.add_argument("--first", type=int, default=12)
-    b.add_argument("--second", type=int, default=4)
-    b.add_argument("--second-share", type=float, default=0.28)
-    c = sub.add_parser("check")
-    c.add_argument("batch")
-    c.add_argument("answer")
-    r = sub.add_parser("registers")
-    r.add_argument("source", help="../shared/data/conversations")
-    r.add_argument("out")
-    w = sub.add_parser("check-written")
-    w.add_argument("file")
-    d = sub.add_parser("disagreements")
-    d.add_argument("work")
-    d.add_argument("out")
-    m = sub.add_parser("merge")
-    m.add_argument("work")
-    m.add_argument("out", help="data/dialogues")
-    fx = sub.add_parser("fixed")
-    fx.add_argument("out")
-    mf = sub.add_parser("merge-fixed")
-    mf.add_argument("answers")
-    ws = sub.add_parser("written-second")
-    ws.add_argument("file")
-    ws.add_argument("out")
-    ws.add_argument("--share", type=float, default=0.2)
-    st = sub.add_parser("stats")
-    st.add_argument("data", help="data/dialogues")
-    g = sub.add_parser("agreement")
-    g.add_argument("work")
+    positionals = {
+        "batches": ("out",), "check": ("batch", "answer"), "registers": ("source", "out"), "check-written": ("file",),
+        "disagreements": ("work", "out"), "merge": ("work", "out"), "fixed": ("out",), "merge-fixed": ("answers",),
+        "written-second": ("file", "out"), "stats": ("data",), "agreement": ("work",),
+    }
+    parsers = {name: sub.add_parser(name) for name in positionals}
+    for name, names in positionals.items():
+        for arg in names:
+            parsers[name].add_argument(arg)
+    parsers["batches"].add_argument("--first", type=int, default=12)
+    parsers["batches"].add_argument("--second", type=int, default=4)
+    parsers["batches"].add_argument("--second-share", type=float, default=0.28)
+    parsers["written-second"].add_argument("--share", type=float, default=0.2)
     args = ap.parse_args(argv)
     commands: dict[str, Any] = {
         "batches": cmd_batches, "registers": cmd_registers, "fixed": cmd_fixed, "merge-fixed": cmd_merge_fixed,
